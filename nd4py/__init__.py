@@ -1,0 +1,51 @@
+"""nd4py: ND4J-style arrays for Python — eager ops, SameDiff graphs, tracing and compilation.
+
+``import nd4py as nd`` gives the eager API: creation functions, every op of the table at top
+level (``nd.exp``, ``nd.matmul``...) and in ND4J-like namespaces (``nd.math``, ``nd.nn``,
+``nd.linalg``, ``nd.random``), the ``NDArray`` type, data types under ND4J names (``nd.FLOAT``)
+and numpy names (``nd.float32``), and ``SameDiff`` for define-and-run graphs.
+
+>>> import nd4py as nd
+>>> x = nd.create([[1.0, -2.0], [3.0, 4.0]])
+>>> nd.nn.relu(x).sum().item()
+8.0
+>>> x.mmul(nd.eye(2)).shape
+(2, 2)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from samediff import (GraphError, NDArray, NdDTypeError, NdError, OpError,  # noqa: F401
+                      PlaceholderError, SameDiff, SDVariable, UnknownVariableError, VariableType,
+                      WeightInit, bind, create)
+from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401
+                             UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
+                             int16, int32, int64, nd4j_name, to_dtype, uint8)
+from samediff.namespaces import OpNamespace
+
+from . import random  # noqa: F401
+from .creation import (arange, array, empty, eye, full, full_like, linspace, ones,  # noqa: F401
+                       ones_like, scalar, value_array_of, zeros, zeros_like)
+
+math = OpNamespace("nd.math", ("math",), bind)
+nn = OpNamespace("nd.nn", ("nn",), bind)
+linalg = OpNamespace("nd.linalg", ("linalg",), bind)
+base = OpNamespace("nd.base", ("base", "shape"), bind)
+_ALL_OPS = OpNamespace("nd4py", None, bind)
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Every op of the table is a top-level function: ``nd.exp(x)``, ``nd.concat([a, b])``."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    try:
+        return getattr(_ALL_OPS, name)
+    except AttributeError:
+        raise AttributeError(f"module 'nd4py' has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(dir(_ALL_OPS)))

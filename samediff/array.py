@@ -1,0 +1,279 @@
+"""``NDArray`` and ``bind``: the one place where an op call is executed or recorded.
+
+``bind(op, inputs, attrs)`` looks up the current trace (a ``contextvars`` variable, so it is per
+thread and per async task). With no trace the op runs eagerly on numpy buffers; with one, the
+trace records a node and returns its proxy. Ops know nothing about either mode.
+
+>>> import numpy as np
+>>> from samediff.array import create
+>>> x = create([[1.0, 2.0], [3.0, 4.0]])
+>>> (x + 1).sum().item()
+14.0
+"""
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Iterator
+
+import numpy as np
+
+from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype
+from .errors import NdDTypeError, OpError
+from .ops import OpDef, TensorType
+from .ops.registry import describe
+from .surface import OpSurface
+
+#: The active trace of this thread/context, or None (eager). Tracing sets it; nothing else does.
+CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_trace", default=None)
+
+_PY_SCALARS = (bool, int, float)
+
+
+def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = None) -> Any:
+    """Run ``op`` eagerly, or record it in the current trace. Every op call ends here."""
+    trace = CURRENT_TRACE.get()
+    if trace is not None:
+        return trace.record(op, inputs, attrs or {}, name)
+    return run_eager(op, inputs, attrs)
+
+
+def run_eager(op: OpDef, inputs: list, attrs: dict | None) -> Any:
+    rec = op.make_attrs(attrs) if attrs else op.default_attrs
+    if rec is None:
+        rec = op.make_attrs({})  # raises: a required attribute is missing
+    vals = [x._data if type(x) is NDArray else to_value(x) for x in inputs]
+    if len(vals) != len(op.inputs) and not op.variadic:
+        op.check_arity(len(vals))
+    try:
+        out = op.impl(*vals, **rec.__dict__)
+    except Exception as exc:  # turn numpy's message into one that names the op
+        raise explain_failure(op, vals, rec, exc) from exc
+    if type(out) is np.ndarray:
+        return NDArray(out)
+    if isinstance(out, tuple):
+        return tuple(NDArray(np.asarray(o)) for o in out)
+    return NDArray(np.asarray(out))
+
+
+def explain_failure(op: OpDef, vals: list, rec: Any, exc: Exception) -> Exception:
+    types = [type_of(v) for v in vals]
+    try:
+        op.infer_types(types, rec)
+    except (OpError, NdDTypeError) as inferred:
+        return inferred
+    except Exception:  # inference itself cannot say more than numpy did
+        pass
+    return OpError(f"{op.name}: {type(exc).__name__}: {exc} (inputs: {describe(types)}, attrs: {rec})")
+
+
+def type_of(value: Any) -> TensorType:
+    """Static type of a runtime value; Python scalars are weak."""
+    if isinstance(value, _PY_SCALARS):
+        return TensorType((), np.asarray(value).dtype, True)
+    value = np.asarray(value)
+    return TensorType(value.shape, value.dtype)
+
+
+def to_value(x: Any) -> Any:
+    """Runtime value of an op input: a numpy array, or a Python scalar (weak)."""
+    if isinstance(x, NDArray):
+        return x._data
+    if isinstance(x, np.ndarray):
+        if x.dtype not in SUPPORTED:
+            raise NdDTypeError(f"arrays of dtype {x.dtype} are not supported")
+        return x
+    if isinstance(x, _PY_SCALARS):
+        return x
+    if isinstance(x, OpSurface):
+        raise OpError(f"cannot use {type(x).__name__} {x!r} in an eager op; "
+                      f"evaluate it first (e.g. .eval()) or build the whole computation in its graph")
+    return as_numpy(x)
+
+
+def as_numpy(data: Any, dtype: Any = None, order: str = "C") -> np.ndarray:
+    """Numpy buffer for ``data``: arrays are used as-is (zero copy) when dtype and order allow;
+    Python floats default to FLOAT (float32) like ND4J, ints to LONG, bools to BOOL."""
+    if isinstance(data, NDArray):
+        data = data._data
+    want = None if dtype is None else to_dtype(dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
+        arr = np.asarray(data, dtype=want, order=order if order.upper() == "F" else None)
+    else:
+        try:
+            arr = np.asarray(data, order=order)
+        except (ValueError, TypeError) as exc:
+            raise OpError(f"create: cannot make an array from {type(data).__name__}: {exc}") from None
+        if want is not None:
+            arr = arr.astype(want, copy=False)
+        elif arr.dtype == np.float64:
+            arr = arr.astype(DEFAULT_FLOAT)
+    if arr.dtype not in SUPPORTED:
+        raise NdDTypeError(f"create: arrays of dtype {arr.dtype} are not supported "
+                           f"(from {type(data).__name__}); pass dtype= to convert")
+    if order.upper() == "F" and arr.ndim > 1 and not arr.flags.f_contiguous:
+        arr = np.asfortranarray(arr)
+    return arr
+
+
+def create(data: Any, dtype: Any = None, order: str = "c") -> "NDArray":
+    """Make an ``NDArray`` from nested lists, scalars, numpy arrays (zero copy) or NDArrays.
+
+    >>> create([1, 2, 3]).dtype
+    dtype('int64')
+    >>> create([1.0, 2.0]).dtype   # ND4J's default FLOAT
+    dtype('float32')
+    """
+    if order.lower() not in ("c", "f"):
+        raise OpError(f"create: order must be 'c' or 'f', got {order!r}")
+    return NDArray(as_numpy(data, dtype, order))
+
+
+class NDArray(OpSurface):
+    """An n-dimensional array backed by a numpy buffer (zero-copy both ways).
+
+    Operators, ND4J-style methods (``add``/``addi``, ``mmul``, ``dup``, ``sum(dims)``...) and
+    every op of the table are available as methods. Basic slicing gives views that write
+    through, like numpy.
+
+    >>> x = create([[1.0, 2.0], [3.0, 4.0]])
+    >>> x.mmul(x).get_double(0, 0)
+    7.0
+    >>> row = x[0]; row.addi(10); x.get_double(0, 1)
+    12.0
+    """
+
+    __slots__ = ("_data", "__weakref__")
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = data
+
+    # -- how ops run --------------------------------------------------------------------------
+    def _apply(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
+        return bind(op, inputs, attrs, name)
+
+    def _inplace(self, op: OpDef, inputs: list, attrs: dict, operator: bool) -> "NDArray":
+        result = bind(op, inputs, attrs)
+        self._assign_result(op, result)
+        return self
+
+    def _assign_result(self, op: OpDef, result: "NDArray") -> None:
+        dst, src = self._data, result._data
+        if src.shape != dst.shape:
+            raise OpError(f"{op.name}i: in-place result has shape {src.shape} but the target "
+                          f"has shape {dst.shape}; use the non-in-place {op.name}()")
+        try:
+            np.copyto(dst, src, casting="same_kind")
+        except TypeError:
+            raise NdDTypeError(f"{op.name}i: cannot write a {src.dtype} result into a {dst.dtype} "
+                               f"array in place; use {op.name}() or cast first") from None
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def rank(self) -> int:
+        return self._data.ndim
+
+    ndim = rank
+
+    @property
+    def length(self) -> int:
+        """Number of elements (ND4J ``length()``)."""
+        return self._data.size
+
+    size = length
+
+    @property
+    def T(self) -> "NDArray":
+        return self.transpose()
+
+    def is_view(self) -> bool:
+        return self._data.base is not None
+
+    # -- data access ----------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The backing numpy array (no copy: writes are visible both ways)."""
+        return self._data
+
+    to_numpy = numpy
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        data = self._data
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            return data.astype(dtype)
+        return data.copy() if copy else data
+
+    def item(self) -> Any:
+        """The single value of a size-1 array as a Python scalar."""
+        if self._data.size != 1:
+            raise OpError(f"item: array has {self._data.size} elements (shape {self.shape}); "
+                          f"only size-1 arrays convert to a scalar")
+        return self._data.item()
+
+    def get_double(self, *index: int) -> float:
+        """Element at ``index`` as a float (ND4J ``getDouble``); no index for size-1 arrays."""
+        return float(self._data[index] if index else self.item())
+
+    getDouble = get_double
+
+    def get_int(self, *index: int) -> int:
+        return int(self._data[index] if index else self.item())
+
+    def put_scalar(self, *index_and_value: Any) -> "NDArray":
+        """Set one element in place (ND4J ``putScalar(i, j, ..., value)``); returns self."""
+        *index, value = index_and_value
+        self._data[tuple(index)] = value
+        return self
+
+    putScalar = put_scalar
+
+    def dup(self, order: str = "c") -> "NDArray":
+        """A copy with its own buffer (ND4J ``dup``)."""
+        return NDArray(np.array(self._data, order=order.upper(), copy=True))
+
+    def assign(self, value: Any) -> "NDArray":
+        """Overwrite every element in place with ``value`` (broadcast); returns self."""
+        self._data[...] = to_value(value)
+        return self
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._data[key._data if isinstance(key, NDArray) else key] = to_value(value)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d NDArray")
+        return len(self._data)
+
+    def __iter__(self) -> Iterator["NDArray"]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iu":
+            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="NDArray(", threshold=200)
+        return f"NDArray({body}, dtype={self._data.dtype.name})"
+
+    def __str__(self) -> str:
+        return str(self._data)
+
+    def __reduce__(self) -> tuple:
+        return (NDArray, (self._data,))

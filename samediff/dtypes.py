@@ -1,0 +1,79 @@
+"""Data types: ND4J's ``DataType`` names next to numpy-style names, all plain ``np.dtype``.
+
+There is no wrapper class: a dtype is a ``numpy.dtype`` everywhere, so shapes/dtypes
+inferred for graphs compare directly with what numpy produces eagerly.
+
+>>> from samediff.dtypes import FLOAT, to_dtype
+>>> to_dtype("float") == FLOAT == to_dtype("float32")
+True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import NdDTypeError
+
+# ND4J names (DataType.FLOAT, ...)
+DOUBLE = np.dtype(np.float64)
+FLOAT = np.dtype(np.float32)
+HALF = np.dtype(np.float16)
+LONG = np.dtype(np.int64)
+INT = np.dtype(np.int32)
+SHORT = np.dtype(np.int16)
+BYTE = np.dtype(np.int8)
+UBYTE = np.dtype(np.uint8)
+UINT16 = np.dtype(np.uint16)
+UINT32 = np.dtype(np.uint32)
+UINT64 = np.dtype(np.uint64)
+BOOL = np.dtype(np.bool_)
+
+# numpy-style names
+float64, float32, float16 = DOUBLE, FLOAT, HALF
+int64, int32, int16, int8, uint8 = LONG, INT, SHORT, BYTE, UBYTE
+bool_ = BOOL
+
+#: Default floating type for Python float lists and random ops (ND4J's default is FLOAT).
+DEFAULT_FLOAT = FLOAT
+#: Default integer type for Python int lists (ND4J's ``Nd4j.createFromArray(int...)`` gives INT;
+#: we follow numpy/torch and use LONG so values never silently overflow).
+DEFAULT_INT = LONG
+
+_BY_NAME = {
+    "double": DOUBLE, "float": FLOAT, "half": HALF, "long": LONG, "int": INT, "short": SHORT,
+    "byte": BYTE, "ubyte": UBYTE, "uint16": UINT16, "uint32": UINT32, "uint64": UINT64,
+    "bool": BOOL,
+}
+_ND4J_NAME = {v: k.upper() for k, v in _BY_NAME.items()}
+SUPPORTED = frozenset(_BY_NAME.values())
+
+
+def to_dtype(value: Any) -> np.dtype:
+    """Turn a DataType name, numpy dtype/type or Python type into a supported ``np.dtype``."""
+    if isinstance(value, np.dtype):
+        dt = value
+    elif isinstance(value, str) and value.lower() in _BY_NAME:
+        dt = _BY_NAME[value.lower()]
+    else:
+        try:
+            dt = np.dtype(value)
+        except TypeError as exc:
+            raise NdDTypeError(f"unknown data type {value!r}; use e.g. nd.FLOAT, 'float32', np.int64") from exc
+    if dt not in SUPPORTED:
+        raise NdDTypeError(
+            f"data type {dt} is not supported; supported: {sorted(_ND4J_NAME.values())}")
+    return dt
+
+
+def nd4j_name(dt: np.dtype) -> str:
+    """ND4J's name for a dtype, e.g. ``FLOAT`` for float32."""
+    return _ND4J_NAME.get(np.dtype(dt), str(dt))
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f"
+
+
+def is_int(dt: np.dtype) -> bool:
+    return dt.kind in "iu"

@@ -1,0 +1,33 @@
+"""The named errors of nd4py. Each says which op or name is involved and what to do.
+
+They subclass the builtin a Python user would try to catch (``ValueError``, ``TypeError``,
+``KeyError``) so generic handlers keep working.
+"""
+from __future__ import annotations
+
+
+class NdError(Exception):
+    """Base class of every nd4py error."""
+
+
+class OpError(NdError, ValueError):
+    """An op was called with inputs or attributes it cannot accept (shape, dtype, attr)."""
+
+
+class NdDTypeError(NdError, TypeError):
+    """A data type is unknown, unsupported, or wrong for an op."""
+
+
+class GraphError(NdError, ValueError):
+    """A SameDiff graph was used inconsistently (mixing graphs, duplicate names, bad conversions)."""
+
+
+class UnknownVariableError(NdError, KeyError):
+    """A variable name is not in the graph."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class PlaceholderError(NdError, ValueError):
+    """A placeholder value is missing or contradicts the placeholder's declared shape/dtype."""

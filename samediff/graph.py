@@ -1,0 +1,475 @@
+"""``SameDiff`` (the define-and-run graph) and ``SDVariable`` (a named value in it).
+
+A graph is a list of nodes in creation order (which is a topological order: a node can only
+use variables that already exist) and a table of variables of four types: VARIABLE
+(trainable, persistent), CONSTANT (persistent), PLACEHOLDER (fed per call) and ARRAY (op
+outputs). Ops are recorded through the same op table and argument rules as eager calls.
+
+>>> import numpy as np
+>>> from samediff import SameDiff
+>>> sd = SameDiff.create()
+>>> x = sd.placeholder("x", "float", -1, 3)
+>>> w = sd.var("w", np.ones((3, 2), np.float32))
+>>> y = sd.nn.relu(x.mmul(w), name="y")
+>>> y.shape
+(-1, 2)
+>>> sd.output({"x": np.ones((4, 3), np.float32)}, "y")["y"].shape
+(4, 2)
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from . import interpreter
+from .array import NDArray, as_numpy, type_of
+from .binding import is_array_like
+from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
+from .errors import GraphError, OpError, PlaceholderError, UnknownVariableError
+from .init import SCHEMES, WeightInit
+from .ops import OpDef, TensorType
+from .surface import OpSurface
+
+
+class VariableType(str, Enum):
+    VARIABLE = "VARIABLE"
+    CONSTANT = "CONSTANT"
+    PLACEHOLDER = "PLACEHOLDER"
+    ARRAY = "ARRAY"
+
+
+@dataclass
+class Node:
+    """One op application: ``outputs = op(*inputs, **attrs)`` (inputs/outputs are names)."""
+
+    name: str
+    op: OpDef
+    attrs: Any
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class VarInfo:
+    name: str
+    vtype: VariableType
+    ttype: TensorType
+    value: np.ndarray | None = None
+    producer: Node | None = None
+    sdvar: "SDVariable | None" = None
+
+
+class SDVariable(OpSurface):
+    """A variable of a ``SameDiff`` graph. Same operators and methods as ``NDArray``;
+    each call records an op. Pass ``name=`` to any method to name its output."""
+
+    __slots__ = ("sd", "_name")
+
+    def __init__(self, sd: "SameDiff", name: str) -> None:
+        self.sd = sd
+        self._name = name
+
+    def _apply(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
+        return self.sd._record(op, inputs, attrs, name)
+
+    def _inplace(self, op: OpDef, inputs: list, attrs: dict, operator: bool) -> Any:
+        if operator:  # `v += 1` rebinds the Python name, as for any immutable value
+            return self._apply(op, inputs, attrs)
+        raise GraphError(f"{op.name}i: SDVariables are immutable graph values; "
+                         f"use v = v.{op.name}(...) instead")
+
+    @property
+    def _info(self) -> VarInfo:
+        return self.sd._vars[self._name]
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def rename(self, new_name: str) -> "SDVariable":
+        """Rename this variable (unique within its graph); returns self."""
+        self.sd._rename(self._name, new_name)
+        return self
+
+    @property
+    def variable_type(self) -> VariableType:
+        return self._info.vtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Inferred shape; ``-1`` marks dims unknown until run time."""
+        return self._info.ttype.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._info.ttype.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def get_arr(self) -> NDArray | None:
+        """Current value of a VARIABLE/CONSTANT (live, not a copy); None for other types."""
+        value = self._info.value
+        return None if value is None else NDArray(value)
+
+    def set_array(self, value: Any) -> None:
+        """Replace the value of a VARIABLE or CONSTANT (same shape and dtype kind)."""
+        self.sd._set_value(self._name, value)
+
+    def eval(self, placeholders: Mapping[str, Any] | None = None) -> NDArray:
+        """Compute this variable's value (ND4J ``eval``)."""
+        return self.sd.output(placeholders or {}, self._name)[self._name]
+
+    def __repr__(self) -> str:
+        i = self._info
+        return (f"SDVariable(name={i.name!r}, type={i.vtype.value}, shape={i.ttype.shape}, "
+                f"dtype={nd4j_name(i.ttype.dtype)})")
+
+
+class SameDiff:
+    """A define-and-run computation graph (ND4J's ``SameDiff``). Create with ``SameDiff.create()``."""
+
+    def __init__(self) -> None:
+        self._vars: dict[str, VarInfo] = {}
+        self._nodes: list[Node] = []
+        self._node_names: set[str] = set()
+        self._scopes: list[str] = []
+        self._name_counts: dict[str, int] = {}
+        from .namespaces import attach_namespaces
+        attach_namespaces(self)
+
+    @classmethod
+    def create(cls) -> "SameDiff":
+        return cls()
+
+    # -- naming ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def name_scope(self, scope: str) -> Iterator[None]:
+        """Prefix names created inside the block with ``scope/`` (nestable)."""
+        if not scope or "/" in scope:
+            raise GraphError(f"name_scope: invalid scope {scope!r}")
+        self._scopes.append(scope)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _scoped(self, name: str) -> str:
+        return "/".join([*self._scopes, name])
+
+    def _unique(self, base: str, taken: set | dict) -> str:
+        base = self._scoped(base)
+        n = self._name_counts.get(base, 0)
+        name = base if n == 0 and base not in taken else f"{base}_{max(n, 1)}"
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        self._name_counts[base] = n + 1
+        return name
+
+    def _new_name(self, name: str | None, default: str) -> str:
+        if name is None:
+            return self._unique(default, self._vars)
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"variable names must be non-empty strings, got {name!r}")
+        full = self._scoped(name)
+        if full in self._vars:
+            raise GraphError(f"a variable named {full!r} already exists; names must be unique")
+        return full
+
+    def _rename(self, old: str, new: str) -> None:
+        if new in self._vars:
+            raise GraphError(f"rename: a variable named {new!r} already exists")
+        info = self._vars.pop(old)
+        info.name = new
+        info.sdvar._name = new  # type: ignore[union-attr]
+        self._vars[new] = info
+        for node in self._nodes:
+            node.inputs = tuple(new if i == old else i for i in node.inputs)
+            node.outputs = tuple(new if o == old else o for o in node.outputs)
+
+    # -- variables ------------------------------------------------------------------------
+    def _add_var(self, name: str, vtype: VariableType, ttype: TensorType,
+                 value: np.ndarray | None = None, producer: Node | None = None) -> SDVariable:
+        var = SDVariable(self, name)
+        self._vars[name] = VarInfo(name, vtype, ttype, value, producer, var)
+        return var
+
+    def placeholder(self, name: str, dtype: Any = FLOAT, *shape: int) -> SDVariable:
+        """A value fed at run time; ``-1`` dims accept any size (e.g. the batch)."""
+        shape = _shape_arg(shape, allow_unknown=True)
+        return self._add_var(self._new_name(name, "placeholder"), VariableType.PLACEHOLDER,
+                             TensorType(shape, to_dtype(dtype)))
+
+    placeHolder = placeholder
+
+    def var(self, name: str | None = None, *args: Any, init: Any = None, dtype: Any = None,
+            shape: Any = None) -> SDVariable:
+        """A trainable VARIABLE: ``var(name, array)``, ``var(name, dtype, *shape)`` (zeros) or
+        ``var(name, init, dtype, *shape)`` with ``init`` a scheme name (``"xavier"``...) or a
+        ``WeightInit``."""
+        value, init, dtype, shape = _parse_var_args(args, init, dtype, shape)
+        if value is None:
+            scheme = init if isinstance(init, WeightInit) else WeightInit(init or "zeros")
+            value = scheme.sample(shape, dtype or DEFAULT_FLOAT)
+        elif dtype is not None:
+            value = value.astype(dtype)
+        if value.dtype.kind != "f":
+            raise GraphError(f"var {name!r}: VARIABLEs are trainable and must be floating point, "
+                             f"got {value.dtype}; use constant() for other types")
+        return self._add_var(self._new_name(name, "var"), VariableType.VARIABLE,
+                             TensorType(value.shape, value.dtype), value)
+
+    def constant(self, name: Any = None, value: Any = None) -> SDVariable:
+        """A persistent, non-trainable value: ``constant(name, value)`` or ``constant(value)``."""
+        if value is None and not isinstance(name, str):
+            name, value = None, name
+        arr = as_numpy(value).copy()
+        return self._add_var(self._new_name(name, "constant"), VariableType.CONSTANT,
+                             TensorType(arr.shape, arr.dtype), arr)
+
+    def scalar(self, name: str | None, value: Any, dtype: Any = None) -> SDVariable:
+        """A 0-d CONSTANT."""
+        arr = np.asarray(value, dtype=to_dtype(dtype) if dtype is not None else None)
+        if dtype is None and arr.dtype == np.float64:
+            arr = arr.astype(DEFAULT_FLOAT)
+        return self.constant(name, arr.reshape(()))
+
+    def get_variable(self, name: str) -> SDVariable:
+        return self._info(name).sdvar  # type: ignore[return-value]
+
+    getVariable = get_variable
+
+    def has_variable(self, name: str) -> bool:
+        return name in self._vars
+
+    def variable_names(self) -> list[str]:
+        return list(self._vars)
+
+    def variables(self) -> list[SDVariable]:
+        """All variables, in creation order."""
+        return [v.sdvar for v in self._vars.values()]  # type: ignore[misc]
+
+    def trainable_variables(self) -> list[SDVariable]:
+        return [v.sdvar for v in self._vars.values() if v.vtype is VariableType.VARIABLE]  # type: ignore[misc]
+
+    def placeholders(self) -> list[SDVariable]:
+        return [v.sdvar for v in self._vars.values() if v.vtype is VariableType.PLACEHOLDER]  # type: ignore[misc]
+
+    def ops(self) -> list[Node]:
+        return list(self._nodes)
+
+    def get_shape(self, name: str) -> tuple[int, ...]:
+        return self._info(name).ttype.shape
+
+    def _info(self, name: str) -> VarInfo:
+        try:
+            return self._vars[name]
+        except KeyError:
+            close = [n for n in self._vars if n.split("/")[-1] == name.split("/")[-1]][:3]
+            hint = f"; did you mean {close}?" if close else ""
+            raise UnknownVariableError(f"no variable named {name!r} in this SameDiff{hint}") from None
+
+    # -- changing variable types ------------------------------------------------------------
+    def convert_to_constant(self, var: SDVariable | str, value: Any = None) -> SDVariable:
+        """VARIABLE -> CONSTANT (frozen), or PLACEHOLDER -> CONSTANT with the given ``value``."""
+        info = self._info(var if isinstance(var, str) else self._own(var).name)
+        if info.vtype is VariableType.VARIABLE:
+            if value is not None:
+                self._set_value(info.name, value)
+        elif info.vtype is VariableType.PLACEHOLDER:
+            if value is None:
+                raise GraphError(f"convert_to_constant: placeholder {info.name!r} needs a value")
+            arr = _check_feed(info, value)
+            info.value, info.ttype = arr.copy(), TensorType(arr.shape, arr.dtype)
+        elif info.vtype is not VariableType.CONSTANT:
+            raise GraphError(f"convert_to_constant: {info.name!r} is an {info.vtype.value} "
+                             f"(op output) and cannot become a constant")
+        info.vtype = VariableType.CONSTANT
+        return info.sdvar  # type: ignore[return-value]
+
+    def convert_to_variable(self, var: SDVariable | str) -> SDVariable:
+        """CONSTANT (floating point) -> trainable VARIABLE."""
+        info = self._info(var if isinstance(var, str) else self._own(var).name)
+        if info.vtype is VariableType.CONSTANT and info.ttype.dtype.kind == "f" and not info.ttype.weak:
+            info.vtype = VariableType.VARIABLE
+        elif info.vtype is not VariableType.VARIABLE:
+            raise GraphError(f"convert_to_variable: only floating-point CONSTANTs can become "
+                             f"VARIABLEs; {info.name!r} is a {info.vtype.value} of "
+                             f"{info.ttype.dtype}")
+        return info.sdvar  # type: ignore[return-value]
+
+    def _set_value(self, name: str, value: Any) -> None:
+        info = self._info(name)
+        if info.vtype not in (VariableType.VARIABLE, VariableType.CONSTANT):
+            raise GraphError(f"set_array: {name!r} is a {info.vtype.value}; only VARIABLEs and "
+                             f"CONSTANTs hold values (feed placeholders to output())")
+        arr = as_numpy(value, info.ttype.dtype)
+        if arr.shape != info.ttype.shape:
+            raise GraphError(f"set_array: {name!r} has shape {info.ttype.shape}, got {arr.shape}")
+        info.value = arr.copy()
+
+    # -- recording ops ----------------------------------------------------------------------
+    def _own(self, var: SDVariable) -> SDVariable:
+        if var.sd is not self:
+            raise GraphError(f"variable {var.name!r} belongs to another SameDiff instance; "
+                             f"variables of two graphs cannot be mixed")
+        return var
+
+    def _input_name(self, op: OpDef, x: Any) -> str:
+        if isinstance(x, SDVariable):
+            return self._own(x).name
+        if isinstance(x, (bool, int, float)):  # weak literal, like 2.0 in x * 2.0
+            return self._add_var(self._unique("literal", self._vars), VariableType.CONSTANT,
+                                 type_of(x), np.asarray(x)).name
+        if isinstance(x, OpSurface) and not isinstance(x, NDArray):
+            raise GraphError(f"{op.name}: cannot use {type(x).__name__} in a SameDiff graph")
+        if is_array_like(x) or isinstance(x, np.generic):
+            return self.constant(None, x).name
+        raise OpError(f"{op.name}: cannot use {x!r} ({type(x).__name__}) as an input")
+
+    def _record(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
+        rec = op.make_attrs(attrs)
+        # infer before touching the graph, so a failing op leaves no trace behind
+        for x in inputs:
+            if isinstance(x, SDVariable):
+                self._own(x)
+        types = [self._vars[x.name].ttype if isinstance(x, SDVariable) else type_of(as_value(x))
+                 for x in inputs]
+        out_types = op.infer_types(types, rec)
+        in_names = tuple(self._input_name(op, x) for x in inputs)
+        base = self._new_name(name, op.name)
+        node_name = base if base not in self._node_names else self._unique(op.name, self._node_names)
+        outs = tuple(base if i == 0 else f"{base}:{i}" for i in range(len(out_types)))
+        for o in outs[1:]:
+            if o in self._vars:
+                raise GraphError(f"{op.name}: output name {o!r} already exists")
+        node = Node(node_name, op, rec, in_names, outs)
+        self._nodes.append(node)
+        self._node_names.add(node_name)
+        created = [self._add_var(o, VariableType.ARRAY, t, producer=node)
+                   for o, t in zip(outs, out_types)]
+        return created[0] if len(created) == 1 else tuple(created)
+
+    # -- execution ------------------------------------------------------------------------
+    def output(self, placeholders: Mapping[str, Any] | None, *outputs: str) -> dict[str, NDArray]:
+        """Compute the named variables, running only the ops they need.
+
+        ``placeholders`` maps placeholder names to values; returns ``{name: NDArray}``.
+        """
+        if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):
+            outputs = tuple(outputs[0])
+        if not outputs:
+            raise GraphError("output: name at least one variable to compute")
+        names = [o.name if isinstance(o, SDVariable) else o for o in outputs]
+        for n in names:
+            self._info(n)
+        producers = {o: n for n in self._nodes for o in n.outputs}
+        nodes = interpreter.needed_nodes(self._nodes, producers, names)
+        values = self._initial_values(placeholders or {}, nodes, names)
+        interpreter.run_nodes(nodes, values)
+        return {n: NDArray(values[n].copy() if self._vars[n].value is not None else values[n])
+                for n in names}
+
+    def output_single(self, placeholders: Mapping[str, Any] | None, output: str) -> NDArray:
+        return self.output(placeholders, output)[output]
+
+    outputSingle = output_single
+
+    def _initial_values(self, feeds: Mapping[str, Any], nodes: list[Node],
+                        outputs: list[str]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, value in feeds.items():
+            info = self._info(name)
+            if info.vtype is not VariableType.PLACEHOLDER:
+                raise PlaceholderError(f"output: {name!r} is a {info.vtype.value}, not a "
+                                       f"placeholder; only placeholders can be fed")
+            values[name] = _check_feed(info, value)
+        used = {i for n in nodes for i in n.inputs} | set(outputs)
+        for name in used:
+            info = self._vars[name]
+            if info.value is not None:
+                values[name] = info.value.item() if info.ttype.weak else info.value
+            elif info.vtype is VariableType.PLACEHOLDER and name not in values:
+                raise PlaceholderError(f"output: placeholder {name!r} ({info.ttype}) needs a "
+                                       f"value; pass it as output({{{name!r}: array}}, ...)")
+        return values
+
+    def __getattr__(self, name: str) -> Any:
+        """Every op of the table is also available directly: ``sd.matmul``, ``sd.concat``..."""
+        if name.startswith("_") or name == "all_ops":
+            raise AttributeError(name)
+        return getattr(self.all_ops, name)
+
+    # -- inspection -----------------------------------------------------------------------
+    def summary(self) -> str:
+        """A readable table of variables (type, shape, dtype, producing op) and ops."""
+        from .namespaces import summary_text
+        return summary_text(self)
+
+    def __repr__(self) -> str:
+        return f"SameDiff({len(self._vars)} variables, {len(self._nodes)} ops)"
+
+
+def as_value(x: Any) -> Any:
+    """Runtime-like value of a non-variable input, for type inference."""
+    if isinstance(x, (bool, int, float)):
+        return x
+    return as_numpy(x)
+
+
+def _check_feed(info: VarInfo, value: Any) -> np.ndarray:
+    arr = np.asarray(value._data if isinstance(value, NDArray) else value)
+    want = info.ttype
+    if arr.dtype != want.dtype:
+        if not np.can_cast(arr.dtype, want.dtype, "same_kind"):
+            raise PlaceholderError(f"placeholder {info.name!r} is {want.dtype}; got {arr.dtype} "
+                                   f"values, which do not convert safely; cast them first")
+        arr = arr.astype(want.dtype)
+    if len(arr.shape) != len(want.shape) or any(
+            w >= 0 and w != a for w, a in zip(want.shape, arr.shape)):
+        raise PlaceholderError(f"placeholder {info.name!r} has shape {want.shape} (-1 = any); "
+                               f"got a value of shape {arr.shape}")
+    return arr
+
+
+def _shape_arg(shape: Any, allow_unknown: bool = False) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = tuple(int(d) for d in shape)
+    if any(d < (-1 if allow_unknown else 0) for d in out):
+        raise GraphError(f"invalid shape {out}" + ("" if allow_unknown else " (-1 not allowed here)"))
+    return out
+
+
+_INIT_NAMES = set(SCHEMES)
+
+
+def _parse_var_args(args: tuple, init: Any, dtype: Any, shape: Any) -> tuple:
+    value, dims = None, list(shape) if shape is not None else []
+    for a in args:
+        if isinstance(a, WeightInit) or (isinstance(a, str) and a in _INIT_NAMES):
+            init = a
+        elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+            dims.append(int(a))
+        elif isinstance(a, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in a):
+            dims.extend(int(d) for d in a)
+        elif isinstance(a, (NDArray, np.ndarray)):
+            value = as_numpy(a).copy()
+        elif isinstance(a, (str, np.dtype, type)):
+            dtype = a
+        else:
+            raise GraphError(f"var: cannot interpret argument {a!r}; expected an array, an init "
+                             f"scheme {sorted(_INIT_NAMES)}, a dtype or shape dims")
+    dtype = to_dtype(dtype) if dtype is not None else None
+    if value is not None and dims and tuple(dims) != value.shape:
+        raise GraphError(f"var: shape {tuple(dims)} contradicts the value's shape {value.shape}")
+    if value is None and any(d < 0 for d in dims):
+        raise GraphError(f"var: variables need a fully known shape, got {tuple(dims)}")
+    return value, init, dtype, tuple(dims)
+

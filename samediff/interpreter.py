@@ -1,0 +1,48 @@
+"""The reference executor: runs graph nodes one by one with their numpy implementations.
+
+It is the semantics every faster executor is tested against, and the fallback when a plan
+cannot be compiled. It works on the plain graph structure (nodes with input/output names), so
+SameDiff, traces and plans all share it.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .array import explain_failure
+from .errors import OpError
+
+
+def needed_nodes(nodes: Sequence[Any], producers: Mapping[str, Any], outputs: Iterable[str]) -> list:
+    """The nodes (in their original, topological order) that ``outputs`` depend on."""
+    needed: set[int] = set()
+    stack = [producers[o] for o in outputs if o in producers]
+    while stack:
+        node = stack.pop()
+        if id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(producers[i] for i in node.inputs if i in producers)
+    return [n for n in nodes if id(n) in needed]
+
+
+def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Execute ``nodes`` in order; ``values`` maps names to arrays (or weak Python scalars)
+    and receives every output. Returns ``values``."""
+    for node in nodes:
+        args = [values[i] for i in node.inputs]
+        try:
+            out = node.op.impl(*args, **node.attrs.__dict__)
+        except Exception as exc:
+            err = explain_failure(node.op, args, node.attrs, exc)
+            raise type(err)(f"{err} [in node {node.name!r}]") from exc
+        if len(node.outputs) == 1:
+            values[node.outputs[0]] = np.asarray(out) if type(out) is not np.ndarray else out
+        else:
+            if len(out) != len(node.outputs):
+                raise OpError(f"{node.op.name}: produced {len(out)} outputs, graph expects "
+                              f"{len(node.outputs)} [in node {node.name!r}]")
+            for name, o in zip(node.outputs, out):
+                values[name] = np.asarray(o)
+    return values

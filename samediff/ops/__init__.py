@@ -1,0 +1,10 @@
+"""The op table. Importing this package registers every built-in op and validates the table."""
+from . import elementwise, linalg, nn, reductions  # noqa: F401  (each module registers its ops)
+from . import creation, random_ops, shape_ops  # noqa: F401
+from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
+from .validate import OpTableError, validate_table
+
+validate_table(REGISTRY.values())
+
+__all__ = ["REGISTRY", "REQUIRED", "Attr", "OpDef", "TensorType", "define", "get_op",
+           "OpTableError", "validate_table"]

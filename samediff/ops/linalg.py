@@ -1,0 +1,113 @@
+"""Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``) and dot.
+
+All products run through numpy's BLAS-backed ``matmul``/``tensordot``; no Python loops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
+from .registry import TensorType, define, get_op
+
+Shape = tuple[int, ...]
+
+
+def _swap_last2(shape: Shape) -> Shape:
+    return shape[:-2] + (shape[-1], shape[-2]) if len(shape) >= 2 else shape
+
+
+def matmul_shape(xs: Shape, ys: Shape, transpose_x: bool = False, transpose_y: bool = False,
+                 transpose_result: bool = False) -> Shape:
+    """Output shape of numpy ``matmul`` (batch dims broadcast, 1-D operands promoted and then
+    dropped) after the optional transposes of the last two dims; -1 dims stay unknown."""
+    if not xs or not ys:
+        raise ValueError(f"operands must have rank >= 1, got shapes {tuple(xs)} and "
+                         f"{tuple(ys)}; use mul to multiply by a scalar")
+    tx, ty = (_swap_last2(xs) if transpose_x else xs), (_swap_last2(ys) if transpose_y else ys)
+    x2 = (1,) + tx if len(tx) == 1 else tx
+    y2 = ty + (1,) if len(ty) == 1 else ty
+    kx, ky = x2[-1], y2[-2]
+    if kx >= 0 and ky >= 0 and kx != ky:
+        raise ValueError(f"inner dims differ: x of shape {tuple(xs)} has {kx} columns but y of "
+                         f"shape {tuple(ys)} has {ky} rows (transpose_x={transpose_x}, "
+                         f"transpose_y={transpose_y})")
+    try:
+        out = broadcast_shapes(x2[:-2], y2[:-2])
+    except ValueError:
+        raise ValueError(f"batch dims {x2[:-2]} of x (shape {tuple(xs)}) and {y2[:-2]} of y "
+                         f"(shape {tuple(ys)}) cannot be broadcast together") from None
+    out += ((x2[-2],) if len(tx) >= 2 else ()) + ((y2[-1],) if len(ty) >= 2 else ())
+    return _swap_last2(out) if transpose_result else out
+
+
+def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
+    x, y = np.asarray(x), np.asarray(y)
+    try:
+        matmul_shape(x.shape, y.shape, transpose_x, transpose_y)
+    except ValueError as exc:  # numpy's own message names neither shape
+        raise ValueError(f"matmul: {exc}") from None
+    if transpose_x and x.ndim >= 2:
+        x = np.swapaxes(x, -1, -2)
+    if transpose_y and y.ndim >= 2:
+        y = np.swapaxes(y, -1, -2)
+    out = np.matmul(x, y)
+    return np.swapaxes(out, -1, -2) if transpose_result and out.ndim >= 2 else out
+
+
+_MM_ATTRS = {"transpose_x": (Attr.BOOL, False), "transpose_y": (Attr.BOOL, False),
+             "transpose_result": (Attr.BOOL, False)}
+define("matmul", ["x", "y"],
+       probed_infer("matmul", lambda xs, ys, a: matmul_shape(
+           xs, ys, a.transpose_x, a.transpose_y, a.transpose_result)),
+       _matmul, attrs=_MM_ATTRS, namespace="base", nd4j="mmul",
+       doc="Matrix product with numpy ``matmul`` semantics (batch dims broadcast, 1-D "
+           "operands allowed); the transposes swap the last two dims.")
+
+
+# --- tensor_mmul ------------------------------------------------------------------------------
+
+def _axes(dims: tuple[int, ...], rank: int, what: str) -> tuple[int, ...]:
+    """Non-negative axes in the given order (pairing with the other operand matters)."""
+    out = tuple(normalize_axis(d, rank, what) for d in dims)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated dim in {what}={tuple(dims)}")
+    return out
+
+
+def tensor_mmul_shape(xs: Shape, ys: Shape, a) -> Shape:
+    if len(a.dims_x) != len(a.dims_y):
+        raise ValueError(f"dims_x={a.dims_x} and dims_y={a.dims_y} must pair up (same length)")
+    ax, ay = _axes(a.dims_x, len(xs), "dims_x"), _axes(a.dims_y, len(ys), "dims_y")
+    for i, j in zip(ax, ay):
+        if xs[i] >= 0 and ys[j] >= 0 and xs[i] != ys[j]:
+            raise ValueError(f"contracted dims differ: x dim {i} has size {xs[i]} but y dim {j} "
+                             f"has size {ys[j]} (shapes {tuple(xs)} and {tuple(ys)})")
+    return (tuple(d for i, d in enumerate(xs) if i not in ax)
+            + tuple(d for j, d in enumerate(ys) if j not in ay))
+
+
+def _tensor_mmul(x, y, *, dims_x, dims_y):
+    return np.tensordot(x, y, axes=(list(dims_x), list(dims_y)))
+
+
+# An outer product (no contracted dims) works for any probe shapes and has the same dtype rule.
+define("tensor_mmul", ["x", "y"],
+       probed_infer("tensor_mmul", tensor_mmul_shape, (("dims_x", ()), ("dims_y", ()))),
+       _tensor_mmul, attrs={"dims_x": (Attr.INTS, REQUIRED), "dims_y": (Attr.INTS, REQUIRED)},
+       namespace="linalg", nd4j="tensorMmul",
+       doc="Tensor contraction ``numpy.tensordot(x, y, axes=(dims_x, dims_y))``: x's free "
+           "dims, then y's free dims.")
+
+
+# --- dot --------------------------------------------------------------------------------------
+
+def _dot(x, y, *, dims):
+    return np.sum(np.multiply(x, y), axis=dims)
+
+
+define("dot", ["x", "y"],
+       probed_infer("dot", lambda xs, ys, a: reduce_shape(broadcast_shapes(xs, ys), a.dims, False),
+                    (("dims", None),)),
+       _dot, attrs={"dims": (Attr.DIMS, None)}, namespace="linalg",
+       doc="``sum(x * y)`` over ``dims`` after broadcasting (ND4J semantics; dims=None "
+           "reduces everything to a scalar).")

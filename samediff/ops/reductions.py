@@ -1,0 +1,150 @@
+"""Reductions (sum, mean, max, norms, log-sum-exp, ...), arg-reductions and cumulative sums.
+
+Every reduction takes ``dims`` (None = all dims; negative dims count from the end) and
+``keep_dims``. Dtypes follow numpy: ``sum`` of int32 is int64, ``mean`` of ints is float64,
+``max`` of an empty axis raises (as numpy does) while ``sum`` of it is 0. Norms follow
+``numpy.linalg.norm``: integer and bool inputs give float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .families import (Attr, REDUCE_ATTRS, normalize_axis, probe_dtypes, reduce_shape,
+                       reduction)
+from .registry import TensorType, define
+
+
+def _as_float(x) -> np.ndarray:
+    """Floats unchanged, ints/bools as float64 (``numpy.linalg.norm``'s rule)."""
+    x = np.asarray(x)
+    return x if np.issubdtype(x.dtype, np.inexact) else x.astype(np.float64)
+
+
+def _norm1(x, *, dims, keep_dims):
+    return np.sum(np.abs(_as_float(x)), axis=dims, keepdims=keep_dims)
+
+
+def _norm2(x, *, dims, keep_dims):
+    return np.sqrt(np.sum(np.square(np.abs(_as_float(x))), axis=dims, keepdims=keep_dims))
+
+
+def _norm_max(x, *, dims, keep_dims):
+    return np.max(np.abs(_as_float(x)), axis=dims, keepdims=keep_dims)
+
+
+def _log_sum_exp(x, *, dims, keep_dims):
+    x = _as_float(x)
+    # initial=-inf makes an empty reduction give log(0) = -inf instead of raising.
+    m = np.max(x, axis=dims, keepdims=True, initial=-np.inf)
+    # An all -inf (or +inf) slice would give inf - inf = NaN; shifting it by 0 instead yields
+    # log(0) = -inf (resp. +inf), the exact answer. log(0) warns, hence the errstate.
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+    if not keep_dims:
+        out = np.squeeze(out, axis=dims if dims is not None else tuple(range(x.ndim)))
+    return out
+
+
+reduction("sum", lambda x, *, dims, keep_dims: np.sum(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="Sum over ``dims`` (numpy dtype rules: small ints -> int64).")
+reduction("mean", lambda x, *, dims, keep_dims: np.mean(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="Arithmetic mean over ``dims`` (ints -> float64).")
+reduction("prod", lambda x, *, dims, keep_dims: np.prod(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="Product over ``dims``.")
+reduction("max", lambda x, *, dims, keep_dims: np.max(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="Maximum over ``dims`` (a reduction; elementwise is ``maximum``).")
+reduction("min", lambda x, *, dims, keep_dims: np.min(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="Minimum over ``dims`` (a reduction; elementwise is ``minimum``).")
+
+_BIAS = {"bias_corrected": (Attr.BOOL, False)}
+reduction("variance", lambda x, *, dims, keep_dims, bias_corrected:
+          np.var(x, axis=dims, ddof=int(bias_corrected), keepdims=keep_dims),
+          attrs=_BIAS, namespace="base",
+          doc="Variance over ``dims``; ``bias_corrected=True`` divides by n-1 instead of n.")
+reduction("std", lambda x, *, dims, keep_dims, bias_corrected:
+          np.std(x, axis=dims, ddof=int(bias_corrected), keepdims=keep_dims),
+          attrs=_BIAS, namespace="base", nd4j="standardDeviation",
+          doc="Standard deviation over ``dims``; ``bias_corrected=True`` divides by n-1.")
+
+reduction("norm1", _norm1, namespace="base", doc="L1 norm ``sum(|x|)`` over ``dims``.")
+reduction("norm2", _norm2, namespace="base", doc="L2 norm ``sqrt(sum(x**2))`` over ``dims``.")
+reduction("norm_max", _norm_max, namespace="base", nd4j="normmax",
+          doc="Max norm ``max(|x|)`` over ``dims``.")
+reduction("log_sum_exp", _log_sum_exp, namespace="math", nd4j="logSumExp",
+          doc="``log(sum(exp(x)))`` over ``dims``, computed stably by shifting by the max.")
+reduction("all", lambda x, *, dims, keep_dims: np.all(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="True where every element over ``dims`` is truthy (bool result).")
+reduction("any", lambda x, *, dims, keep_dims: np.any(x, axis=dims, keepdims=keep_dims),
+          namespace="base", doc="True where some element over ``dims`` is truthy (bool result).")
+
+
+# --- argmax / argmin -----------------------------------------------------------------------
+
+def _one_axis(name: str, dims) -> int | None:
+    """``None`` (flattened) or the single dim: numpy cannot arg-reduce several dims at once."""
+    if dims is None:
+        return None
+    if len(dims) != 1:
+        raise ValueError(f"{name} reduces over all dims (dims=None, flattened) or exactly one "
+                         f"dim, got dims={tuple(dims)}; reshape first to combine dims")
+    return dims[0]
+
+
+def _arg_reduction(name: str, fn, doc: str) -> None:
+    def impl(x, *, dims, keep_dims):
+        return fn(x, axis=_one_axis(name, dims), keepdims=keep_dims).astype(np.int64, copy=False)
+
+    def infer(types: list[TensorType], a) -> TensorType:
+        _one_axis(name, a.dims)
+        return TensorType(reduce_shape(types[0].shape, a.dims, a.keep_dims), np.dtype(np.int64))
+
+    define(name, ["x"], infer, impl, attrs=REDUCE_ATTRS, namespace="base", doc=doc)
+
+
+_arg_reduction("argmax", np.argmax, "Index (int64) of the maximum over one dim, or of the "
+               "flattened array when ``dims`` is None; the first one on ties.")
+_arg_reduction("argmin", np.argmin, "Index (int64) of the minimum over one dim, or of the "
+               "flattened array when ``dims`` is None; the first one on ties.")
+
+
+# --- cumulative sum / product ----------------------------------------------------------------
+
+def _cumulative(fn, identity: int):
+    def impl(x, *, axis, exclusive, reverse):
+        x = np.asarray(x)
+        if reverse:
+            x = np.flip(x, axis)
+        out = fn(x, axis=axis)
+        if exclusive:
+            # Shift by one along axis, filling the first slot with the identity: the exclusive
+            # scan is exact (no subtraction/division of the inclusive one).
+            shifted = np.full_like(out, identity)
+            n = out.shape[axis]
+            dst = [slice(None)] * out.ndim
+            src = [slice(None)] * out.ndim
+            dst[axis % out.ndim], src[axis % out.ndim] = slice(1, n), slice(0, n - 1)
+            shifted[tuple(dst)] = out[tuple(src)]
+            out = shifted
+        return np.flip(out, axis) if reverse else out
+    return impl
+
+
+def _cum_op(name: str, fn, identity: int, doc: str) -> None:
+    op = None
+
+    def infer(types: list[TensorType], a) -> TensorType:
+        (x,) = types
+        normalize_axis(a.axis, x.rank, "axis")
+        (dtype,) = probe_dtypes(op, a, ((x.dtype, x.weak),), (("axis", 0),))
+        return TensorType(x.shape, dtype)
+
+    op = define(name, ["x"], infer, _cumulative(fn, identity), namespace="base",
+                attrs={"axis": (Attr.INT, -1), "exclusive": (Attr.BOOL, False),
+                       "reverse": (Attr.BOOL, False)}, doc=doc)
+
+
+_cum_op("cumsum", np.cumsum, 0, "Cumulative sum along ``axis``; ``exclusive`` omits "
+        "the current element, ``reverse`` scans from the end (ND4J semantics).")
+_cum_op("cumprod", np.cumprod, 1, "Cumulative product along ``axis``; ``exclusive`` "
+        "omits the current element, ``reverse`` scans from the end (ND4J semantics).")

@@ -1,0 +1,295 @@
+"""The op table: every op is one ``OpDef`` registered here, defined once.
+
+An ``OpDef`` carries everything the rest of the system reads: the name (also the
+serialization key), input names, typed static attributes, shape/dtype inference, the numpy
+implementation, and the slots later layers fill (a scalar expression for fused code
+generation, a gradient rule). The eager API, the array/variable methods, the SameDiff
+namespaces, the serializer and the tests are all generated from ``REGISTRY``.
+
+Conventions
+-----------
+* ``impl(*arrays, **attrs)`` takes numpy arrays (or Python scalars for *weak* scalar operands)
+  and returns an array, or a tuple of arrays for multi-output ops.
+* ``infer(types, attrs)`` takes ``TensorType`` s and returns one ``TensorType`` or a list.
+  Unknown dims are ``-1`` (ND4J's convention for placeholders).
+* Inputs are names; ``"*xs"`` marks a variadic list, a trailing ``"?"`` an optional input.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ..dtypes import to_dtype
+from ..errors import NdDTypeError, OpError
+
+
+class TensorType(NamedTuple):
+    """Static type of a value: shape (``-1`` = unknown dim), dtype, and weakness.
+
+    A *weak* type is a Python scalar operand: like NumPy 2 (NEP 50) and JAX it takes part in
+    promotion by kind only, so ``float32_array * 2.0`` stays float32.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    weak: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = ",".join("?" if d < 0 else str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]" + ("(weak)" if self.weak else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Attribute kinds: each coerces a user value (or its JSON form) to a canonical hashable value.
+# --------------------------------------------------------------------------------------------
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class AttrKind:
+    name: str
+    coerce: Callable[[Any], Any]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"expected an int, got {v!r}")
+    return int(v)
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"expected a number, got {v!r}")
+    return float(v)
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expected a bool, got {v!r}")
+    return bool(v)
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v),)
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"expected an int or a sequence of ints, got {v!r}")
+    return tuple(_int(x) for x in v)
+
+
+def _dims(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else _ints(v)
+
+
+def _opt(kind: AttrKind) -> AttrKind:
+    return AttrKind(f"{kind.name}?", lambda v: None if v is None else kind.coerce(v))
+
+
+def _nested(v: Any) -> Any:
+    """Nested int tuples (pad widths) or a slicing spec: lists become tuples, recursively."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_nested(x) for x in v)
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    if v is None or isinstance(v, str):
+        return v
+    raise TypeError(f"expected nested ints, got {v!r}")
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {v!r}")
+    return v
+
+
+class Attr:
+    """Namespace of attribute kinds used in op definitions."""
+
+    INT = AttrKind("int", _int)
+    FLOAT = AttrKind("float", _float)
+    BOOL = AttrKind("bool", _bool)
+    STR = AttrKind("str", _str)
+    INTS = AttrKind("ints", _ints)
+    DIMS = AttrKind("dims", _dims)  # None = all dims
+    DTYPE = AttrKind("dtype", to_dtype)
+    NESTED = AttrKind("nested", _nested)
+    OPT_INT = _opt(INT)
+    OPT_FLOAT = _opt(FLOAT)
+    OPT_DTYPE = _opt(DTYPE)
+    OPT_INTS = _opt(INTS)
+
+
+def encode_attr(value: Any) -> Any:
+    """JSON-friendly form of a canonical attribute value (decode with the kind's ``coerce``)."""
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, tuple):
+        return [encode_attr(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# OpDef
+# --------------------------------------------------------------------------------------------
+
+NAMESPACES = ("base", "math", "nn", "linalg", "random", "shape", "creation")
+
+
+@dataclass(frozen=True, eq=False)
+class OpDef:
+    """One op, defined once. Identity is the object itself (ops are singletons)."""
+
+    name: str
+    inputs: tuple[str, ...]
+    attr_kinds: Mapping[str, tuple[AttrKind, Any]]
+    infer: Callable[..., Any]
+    impl: Callable[..., Any]
+    namespace: str = "math"
+    doc: str = ""
+    nd4j: str | None = None          # ND4J's name where different
+    aliases: tuple[str, ...] = ()
+    method: bool = True              # exposed as a method of arrays/variables (self = 1st input)
+    elementwise: bool = False
+    random: bool = False             # draws from the global generator: never folded or deduped
+    scalar: Any = None               # filled by the compiler issue: scalar expression template
+    grad: Any = None                 # filled by the autodiff issue: gradient rule
+    attrs_type: type = field(init=False, repr=False)
+    default_attrs: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fields = [(n, object, dataclasses.field(default=None)) for n in self.attr_kinds]
+        rec = dataclasses.make_dataclass(f"{self.name}_attrs", fields, frozen=True)
+        rec.__repr__ = _attrs_repr  # type: ignore[method-assign]
+        object.__setattr__(self, "attrs_type", rec)
+        required = [n for n, (_, d) in self.attr_kinds.items() if d is REQUIRED]
+        default = None if required else self.make_attrs({})
+        object.__setattr__(self, "default_attrs", default)
+
+    # -- inputs ---------------------------------------------------------------------------
+    @property
+    def variadic(self) -> bool:
+        return bool(self.inputs) and self.inputs[0].startswith("*")
+
+    @property
+    def min_inputs(self) -> int:
+        if self.variadic:
+            return 1
+        return sum(1 for i in self.inputs if not i.endswith("?"))
+
+    def check_arity(self, n: int) -> None:
+        lo, hi = self.min_inputs, (10**9 if self.variadic else len(self.inputs))
+        if not lo <= n <= hi:
+            want = f"at least {lo}" if self.variadic else (f"{lo}" if lo == hi else f"{lo} to {hi}")
+            raise OpError(f"{self.name}: takes {want} array input(s) {self.inputs}, got {n}")
+
+    # -- attributes -----------------------------------------------------------------------
+    def make_attrs(self, values: Mapping[str, Any]) -> Any:
+        """Validate and canonicalize attribute values into this op's frozen attribute record."""
+        unknown = set(values) - set(self.attr_kinds)
+        if unknown:
+            raise OpError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
+                          f"valid: {sorted(self.attr_kinds) or 'none'}")
+        out = {}
+        for name, (kind, default) in self.attr_kinds.items():
+            if name in values:
+                try:
+                    out[name] = kind.coerce(values[name])
+                except NdDTypeError as exc:
+                    raise NdDTypeError(f"{self.name}: attribute {name!r}: {exc}") from None
+                except (TypeError, ValueError) as exc:
+                    raise OpError(f"{self.name}: attribute {name!r} ({kind}): {exc}") from None
+            elif default is REQUIRED:
+                raise OpError(f"{self.name}: missing required attribute {name!r} ({kind})")
+            else:
+                out[name] = default
+        return self.attrs_type(**out)
+
+    # -- inference ------------------------------------------------------------------------
+    def infer_types(self, types: Sequence[TensorType], attrs: Any) -> list[TensorType]:
+        """Output types for input types; errors name the op, the shapes and the dtypes."""
+        self.check_arity(len(types))
+        try:
+            out = self.infer(list(types), attrs)
+        except OpError:
+            raise
+        except NdDTypeError:
+            raise
+        except (ValueError, TypeError, IndexError) as exc:
+            raise OpError(f"{self.name}: {exc} (inputs: {describe(types)}, attrs: {attrs})") from None
+        return list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
+
+    def error(self, message: str, types: Sequence[TensorType] = ()) -> OpError:
+        suffix = f" (inputs: {describe(types)})" if types else ""
+        return OpError(f"{self.name}: {message}{suffix}")
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def _attrs_repr(self: Any) -> str:
+    items = ", ".join(f"{k}={v}" for k, v in vars(self).items())
+    return f"{{{items}}}"
+
+
+def describe(types: Sequence[TensorType]) -> str:
+    return ", ".join(str(t) for t in types)
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in REGISTRY:
+        raise ValueError(f"op {op.name!r} is defined twice")
+    if op.namespace not in NAMESPACES:
+        raise ValueError(f"op {op.name!r}: unknown namespace {op.namespace!r}")
+    REGISTRY[op.name] = op
+    return op
+
+
+def define(name: str, inputs: Sequence[str], infer: Callable, impl: Callable, *,
+           attrs: Mapping[str, tuple[AttrKind, Any]] | None = None, **meta: Any) -> OpDef:
+    """Define and register one op. ``attrs`` maps name -> (kind, default or REQUIRED)."""
+    return register(OpDef(name=name, inputs=tuple(inputs), attr_kinds=dict(attrs or {}),
+                          infer=infer, impl=impl, **meta))
+
+
+def names_to_ops(ops: Iterable[OpDef]) -> dict[str, OpDef]:
+    """Callable names -> op: every op's own name first, then aliases and ND4J names that do not
+    clash with any op name (ND4J's ``max`` is elementwise, but our ``max`` is the reduction)."""
+    ops = list(ops)
+    table = {op.name: op for op in ops}
+    for op in ops:
+        for alias in (*op.aliases, *([op.nd4j] if op.nd4j else [])):
+            if alias not in REGISTRY:
+                table.setdefault(alias, op)
+    return table
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op {name!r}; it is neither built in nor a registered "
+                      f"user-defined op") from None

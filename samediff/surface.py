@@ -1,0 +1,121 @@
+"""One operator and method surface shared by ``NDArray``, ``LazyArray`` and ``SDVariable``.
+
+Every method is generated from the op table; a class only says how to *apply* an op
+(``_apply``) and how to do an in-place update (``_inplace``). Adding an op to the table adds the
+method everywhere.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .binding import split_call
+from .ops import REGISTRY, OpDef, get_op
+from .ops.registry import names_to_ops
+
+
+class OpSurface:
+    """Mixin: Python operators, op-table methods and ND4J aliases, all via ``_apply``.
+
+    Concrete classes define ``_apply(op, inputs, attrs, name=None)`` (run or record one op) and
+    ``_inplace(op, inputs, attrs, operator)`` (``addi``-style update; ``operator`` is True for
+    ``+=`` and friends, which may rebind instead of mutating).
+    """
+
+    __slots__ = ()
+    __array_ufunc__ = None  # numpy defers ``ndarray + x`` to our reflected operators
+
+    # -- operators ------------------------------------------------------------------------
+    __hash__ = object.__hash__  # comparisons are elementwise, identity stays the hash
+
+    def __getitem__(self, key: Any) -> Any:
+        from .ops.shape_ops import index_to_spec
+        return self._apply(_STRIDED_SLICE, [self], {"index": index_to_spec(key)})
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"the truth value of a {type(self).__name__} is ambiguous; "
+                        f"use .any() or .all()")
+
+    # -- ND4J-style conveniences ------------------------------------------------------------
+    def mmul(self, other: Any, **attrs: Any) -> Any:
+        """Matrix product (ND4J ``mmul``): ``self @ other``."""
+        return self._apply(get_op("matmul"), [self, other], attrs)
+
+    def cast_to(self, dtype: Any) -> Any:
+        """Convert to ``dtype`` (ND4J ``castTo``)."""
+        return self._apply(get_op("cast"), [self], {"dtype": dtype})
+
+    castTo = cast_to
+
+
+def _binary(op_name: str, reflected: bool = False) -> Callable:
+    def method(self: OpSurface, other: Any) -> Any:
+        op = REGISTRY[op_name]
+        return self._apply(op, [other, self] if reflected else [self, other], {})
+    method.__name__ = op_name
+    return method
+
+
+def _unary(op_name: str) -> Callable:
+    def method(self: OpSurface) -> Any:
+        return self._apply(REGISTRY[op_name], [self], {})
+    return method
+
+
+def _inplace_method(op_name: str, operator: bool) -> Callable:
+    def method(self: OpSurface, other: Any) -> Any:
+        return self._inplace(REGISTRY[op_name], [self, other], {}, operator)
+    method.__name__ = op_name + "i"
+    method.__doc__ = f"In-place ``{op_name}``: writes the result into this array and returns it."
+    return method
+
+
+def _op_method(op: OpDef) -> Callable:
+    def method(self: OpSurface, *args: Any, **kwargs: Any) -> Any:
+        inputs, attrs, name = split_call(op, (self, *args), kwargs)
+        return self._apply(op, inputs, attrs, name)
+    method.__name__ = op.name
+    method.__doc__ = f"{op.doc}\n\nOp ``{op.name}`` (inputs {op.inputs}, attrs {dict(op.attr_kinds) or '{}'})."
+    return method
+
+
+_OPERATORS = {
+    "__add__": _binary("add"), "__radd__": _binary("add", True),
+    "__sub__": _binary("sub"), "__rsub__": _binary("sub", True),
+    "__mul__": _binary("mul"), "__rmul__": _binary("mul", True),
+    "__truediv__": _binary("div"), "__rtruediv__": _binary("div", True),
+    "__floordiv__": _binary("floor_div"), "__rfloordiv__": _binary("floor_div", True),
+    "__mod__": _binary("floor_mod"), "__rmod__": _binary("floor_mod", True),
+    "__pow__": _binary("pow"), "__rpow__": _binary("pow", True),
+    "__matmul__": _binary("matmul"), "__rmatmul__": _binary("matmul", True),
+    "__lt__": _binary("lt"), "__le__": _binary("lte"), "__gt__": _binary("gt"),
+    "__ge__": _binary("gte"), "__eq__": _binary("eq"), "__ne__": _binary("neq"),
+    "__and__": _binary("logical_and"), "__rand__": _binary("logical_and", True),
+    "__or__": _binary("logical_or"), "__ror__": _binary("logical_or", True),
+    "__xor__": _binary("logical_xor"), "__rxor__": _binary("logical_xor", True),
+    "__neg__": _unary("neg"), "__abs__": _unary("abs"), "__invert__": _unary("logical_not"),
+}
+_INPLACE_METHODS = ("add", "sub", "mul", "div", "rsub", "rdiv")  # ND4J's addi, subi, ...
+_INPLACE_DUNDERS = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul",
+                    "__itruediv__": "div", "__ipow__": "pow", "__ifloordiv__": "floor_div",
+                    "__imod__": "floor_mod"}
+
+_STRIDED_SLICE: OpDef
+
+
+def install_surface() -> None:
+    """Attach operators and one method per op (and ND4J aliases) to ``OpSurface``.
+
+    Called once the op table is complete; explicit methods on ``OpSurface`` win over
+    generated ones, and generated ones never shadow attributes of the concrete classes.
+    """
+    global _STRIDED_SLICE
+    _STRIDED_SLICE = get_op("strided_slice")
+    for dunder, fn in _OPERATORS.items():
+        setattr(OpSurface, dunder, fn)
+    for name, op in names_to_ops(REGISTRY.values()).items():
+        if op.method and name not in OpSurface.__dict__:
+            setattr(OpSurface, name, _op_method(op))
+    for op_name in _INPLACE_METHODS:
+        setattr(OpSurface, op_name + "i", _inplace_method(op_name, operator=False))
+    for dunder, op_name in _INPLACE_DUNDERS.items():
+        setattr(OpSurface, dunder, _inplace_method(op_name, operator=True))
