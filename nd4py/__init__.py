@@ -22,7 +22,10 @@ from samediff import (GraphError, NDArray, NdDTypeError, NdError, OpError,  # no
 from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401
                              UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
                              int16, int32, int64, nd4j_name, to_dtype, uint8)
+from samediff.errors import TracingError  # noqa: F401
 from samediff.namespaces import OpNamespace
+from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
+                     cache_stats, clear_cache, compile, graph_scope, set_cache_size)
 
 from . import random  # noqa: F401
 from .creation import (arange, array, empty, eye, full, full_like, linspace, ones,  # noqa: F401

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype
-from .errors import NdDTypeError, OpError
+from .errors import NdDTypeError, OpError, TracingError
 from .ops import OpDef, TensorType
 from .ops.registry import describe
 from .surface import OpSurface
@@ -152,6 +152,9 @@ class NDArray(OpSurface):
         return bind(op, inputs, attrs, name)
 
     def _inplace(self, op: OpDef, inputs: list, attrs: dict, operator: bool) -> "NDArray":
+        trace = CURRENT_TRACE.get()
+        if trace is not None:  # traced functionally, written back when the scope ends
+            return trace.record_inplace(self, op, inputs, attrs)
         result = bind(op, inputs, attrs)
         self._assign_result(op, result)
         return self
@@ -225,8 +228,15 @@ class NDArray(OpSurface):
     def get_int(self, *index: int) -> int:
         return int(self._data[index] if index else self.item())
 
+    def _guard_mutation(self, what: str) -> None:
+        if CURRENT_TRACE.get() is not None:
+            raise TracingError(f"{what} inside a graph_scope would change an array outside the "
+                               f"trace's order of operations; use a functional op (nd.where, "
+                               f"scatter_update) or an in-place op such as addi, which is traced")
+
     def put_scalar(self, *index_and_value: Any) -> "NDArray":
         """Set one element in place (ND4J ``putScalar(i, j, ..., value)``); returns self."""
+        self._guard_mutation("put_scalar")
         *index, value = index_and_value
         self._data[tuple(index)] = value
         return self
@@ -239,10 +249,12 @@ class NDArray(OpSurface):
 
     def assign(self, value: Any) -> "NDArray":
         """Overwrite every element in place with ``value`` (broadcast); returns self."""
+        self._guard_mutation("assign")
         self._data[...] = to_value(value)
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        self._guard_mutation("item assignment")
         self._data[key._data if isinstance(key, NDArray) else key] = to_value(value)
 
     def __len__(self) -> int:

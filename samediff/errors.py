@@ -31,3 +31,8 @@ class UnknownVariableError(NdError, KeyError):
 
 class PlaceholderError(NdError, ValueError):
     """A placeholder value is missing or contradicts the placeholder's declared shape/dtype."""
+
+
+class TracingError(NdError, RuntimeError):
+    """A traced (lazy) array was used in a way tracing cannot support, e.g. reading its data
+    before its ``graph_scope`` ended, or touching it after the scope failed."""

@@ -1,0 +1,87 @@
+"""``LazyArray``: the proxy an op returns while a trace is active.
+
+It is an ``NDArray`` whose buffer arrives when its scope ends. Until then it answers shape,
+dtype and rank from inferred metadata and supports every operator and method (each call is
+recorded); reading data raises a ``TracingError`` naming the op that produced it. Once
+materialized it behaves exactly like an ``NDArray``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from samediff.array import NDArray
+from samediff.errors import TracingError
+from samediff.ops import TensorType
+
+PENDING = "pending"
+READY = "ready"
+FAILED = "failed"
+
+
+class LazyArray(NDArray):
+    """A traced array: metadata now, data after its ``graph_scope`` ends."""
+
+    __slots__ = ("_trace", "_slot", "_type", "_value", "_state", "_origin")
+
+    def __init__(self, trace: Any, slot: int, ttype: TensorType, origin: str) -> None:
+        self._trace = trace
+        self._slot = slot
+        self._type = ttype
+        self._value: np.ndarray | None = None
+        self._state = PENDING
+        self._origin = origin  # "matmul (node 3)": named in every error
+
+    # NDArray reads its buffer through ``_data``; here that is where laziness is enforced.
+    @property
+    def _data(self) -> np.ndarray:  # type: ignore[override]
+        if self._state is READY:
+            return self._value  # type: ignore[return-value]
+        if self._state is FAILED:
+            raise TracingError(f"this array was produced by {self._origin} in a graph_scope that "
+                               f"raised an exception; the trace was discarded and nothing ran")
+        raise TracingError(f"cannot read the data of a traced array (produced by {self._origin}) "
+                           f"before its graph_scope ends; read it after the `with` block, or "
+                           f"keep the computation in ops (e.g. nd.where instead of `if`)")
+
+    def _materialize(self, value: np.ndarray) -> None:
+        self._value, self._state, self._trace = value, READY, None
+
+    def _fail(self) -> None:
+        self._state, self._trace = FAILED, None
+
+    @property
+    def is_materialized(self) -> bool:
+        return self._state is READY
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape if self._state is READY else self._type.shape  # type: ignore[union-attr]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype if self._state is READY else self._type.dtype  # type: ignore[union-attr]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    ndim = rank
+
+    @property
+    def length(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    size = length
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        if self._state is READY:
+            return super().__repr__()
+        return (f"LazyArray(shape={self.shape}, dtype={self.dtype.name}, {self._state}, "
+                f"produced by {self._origin})")

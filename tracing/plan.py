@@ -1,0 +1,167 @@
+"""Plans and the plan cache.
+
+A *plan* executes a traced graph: ``plan.execute(input_values) -> output_values``. The planner
+that turns (nodes, output slots) into a plan is replaceable (``set_planner``), so the fused
+compiler slots in without tracing changing. The default planner runs the SameDiff interpreter.
+
+The cache is keyed by the op sequence — op names, attributes and wiring — plus the input
+dtypes, ranks and broadcast patterns, and which values are wanted. It is an LRU, bounded,
+thread-safe, counts hits/misses/compiles/fallbacks/evictions, and warns once when one owner (a
+compiled function or a ``graph_scope`` call site) keeps producing new keys.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Hashable, Sequence
+
+from samediff import interpreter
+from samediff.graph import Node
+
+
+class RetraceWarning(UserWarning):
+    """One function or scope compiled many distinct plans; says what changed between them."""
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    fallbacks: int = 0
+    evictions: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class InterpreterPlan:
+    """Runs the needed nodes one by one with their numpy implementations."""
+
+    kind = "interpreter"
+
+    def __init__(self, nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int],
+                 reason: str = "") -> None:
+        producers = {o: n for n in nodes for o in n.outputs}
+        self.nodes = interpreter.needed_nodes(nodes, producers, output_slots)
+        self.input_slots = tuple(input_slots)
+        self.output_slots = tuple(output_slots)
+        self.reason = reason  # why this plan is not compiled, if a compiler declined it
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        values = dict(zip(self.input_slots, inputs))
+        interpreter.run_nodes(self.nodes, values)
+        return [values[s] for s in self.output_slots]
+
+    def explain(self) -> str:
+        head = f"plan: interpreter, {len(self.nodes)} node(s)"
+        if self.reason:
+            head += f" (fallback: {self.reason})"
+        ops = ", ".join(n.op.name for n in self.nodes)
+        return f"{head}\n  ops: {ops or '-'}"
+
+
+Planner = Callable[[Sequence[Node], Sequence[int], Sequence[int]], Any]
+_planner: Planner = InterpreterPlan
+
+
+def set_planner(planner: Planner) -> Planner:
+    """Install the function that builds plans; returns the previous one."""
+    global _planner
+    previous, _planner = _planner, planner
+    return previous
+
+
+def build_plan(nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int]) -> Any:
+    return _planner(nodes, input_slots, output_slots)
+
+
+RETRACE_LIMIT = 8
+
+
+class PlanCache:
+    """Bounded LRU of plans, shared by every scope and compiled function."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self.maxsize = maxsize
+        self.stats = CacheStats()
+        self._plans: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._owner_keys: dict[Hashable, list[Hashable]] = {}
+        self._warned: set[Hashable] = set()
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any], owner: Hashable = None) -> Any:
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                self.stats.hits += 1
+                return plan
+            self.stats.misses += 1
+        plan = build()  # outside the lock: compiling may be slow
+        with self._lock:
+            self.stats.compiles += 1
+            if getattr(plan, "reason", ""):
+                self.stats.fallbacks += 1
+            self._plans[key] = plan
+            while len(self._plans) > self.maxsize:
+                self._plans.popitem(last=False)
+                self.stats.evictions += 1
+            warning = self._note_owner(owner, key)
+        if warning:
+            warnings.warn(warning, RetraceWarning, stacklevel=4)
+        return plan
+
+    def _note_owner(self, owner: Hashable, key: Hashable) -> str | None:
+        if owner is None:
+            return None
+        keys = self._owner_keys.setdefault(owner, [])
+        keys.append(key)
+        if len(keys) <= RETRACE_LIMIT or owner in self._warned:
+            return None
+        self._warned.add(owner)
+        return (f"{owner} has compiled {len(keys)} distinct plans; between the last two the "
+                f"{describe_key_change(keys[-2], keys[-1])} changed. Each new plan costs a "
+                f"trace and a compile: keep shapes/dtypes/attributes stable, or pass changing "
+                f"values as arrays")
+
+    def resize(self, maxsize: int) -> None:
+        if maxsize < 1:
+            raise ValueError(f"plan cache size must be >= 1, got {maxsize}")
+        with self._lock:
+            self.maxsize = maxsize
+            while len(self._plans) > maxsize:
+                self._plans.popitem(last=False)
+                self.stats.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+            self._owner_keys.clear()
+            self._warned.clear()
+            self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+def describe_key_change(old: tuple, new: tuple) -> str:
+    """Name the first part of a plan key that differs (ops, attrs, wiring, dtypes, shapes...)."""
+    (old_nodes, old_ins, old_outs), (new_nodes, new_ins, new_outs) = old, new
+    if [n[0] for n in old_nodes] != [n[0] for n in new_nodes]:
+        return "op sequence"
+    for a, b in zip(old_nodes, new_nodes):
+        if a[1] != b[1]:
+            return f"attributes of {a[0]} ({a[1]!r} -> {b[1]!r})"
+        if a[2:] != b[2:]:
+            return f"wiring of {a[0]}"
+    labels = ("dtype", "rank", "weakness", "shape (broadcast pattern)")
+    for i, label in enumerate(labels):
+        if [x[i] for x in old_ins] != [x[i] for x in new_ins]:
+            return f"input {label}"
+    return "set of requested outputs" if old_outs != new_outs else "number of inputs"
+
+
+PLAN_CACHE = PlanCache()

@@ -1,0 +1,108 @@
+"""``graph_scope()``: trace a block of eager code, then plan, cache, execute and materialize.
+
+>>> import nd4py as nd
+>>> a, b = nd.ones(2, 3), nd.ones(3, 4)
+>>> with nd.graph_scope() as scope:
+...     out = nd.nn.relu(nd.matmul(a, b) - 1)
+>>> out.numpy().tolist()[0]
+[2.0, 2.0, 2.0, 2.0]
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from samediff.array import CURRENT_TRACE
+from samediff.errors import TracingError
+from samediff.graph import SameDiff
+
+from .plan import PLAN_CACHE
+from .trace import Trace
+
+
+class GraphScope:
+    """Records the ops of a block into a graph; ``end()`` (or leaving ``with``) runs it.
+
+    A scope opened while another is active on the same thread joins it: its ops become part
+    of the outer trace, which runs when the outer scope ends.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is None:
+            frame = sys._getframe(1)
+            name = f"graph_scope at {frame.f_code.co_filename}:{frame.f_lineno}"
+        self.name = name
+        self._trace: Trace | None = None
+        self._token: Any = None
+        self._joined = False
+        self._done: Trace | None = None
+        self._out_slots: tuple[int, ...] = ()
+        self.plan: Any = None
+
+    def begin(self) -> "GraphScope":
+        if self._trace is not None:
+            raise TracingError(f"{self.name}: begin() called twice")
+        outer = CURRENT_TRACE.get()
+        self._joined = outer is not None
+        self._trace = outer if outer is not None else Trace(owner=self.name)
+        if not self._joined:
+            self._token = CURRENT_TRACE.set(self._trace)
+        return self
+
+    def end(self) -> "GraphScope":
+        """Stop tracing; plan (or fetch the cached plan), execute, materialize."""
+        trace = self._close()
+        if self._joined:
+            return self
+        self.plan, self._out_slots = trace.finish()
+        self._done = trace
+        return self
+
+    def abort(self) -> None:
+        """Discard the trace without executing anything (arrays from it become unusable)."""
+        trace = self._close()
+        if not self._joined:
+            trace.discard()
+
+    def _close(self) -> Trace:
+        if self._trace is None:
+            raise TracingError(f"{self.name}: end() without begin()")
+        trace, self._trace = self._trace, None
+        if not self._joined:
+            CURRENT_TRACE.reset(self._token)
+        return trace
+
+    def __enter__(self) -> "GraphScope":
+        return self.begin()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.end()
+        else:
+            self.abort()
+        return False
+
+    # -- inspection -----------------------------------------------------------------------
+    @property
+    def graph(self) -> SameDiff:
+        """The traced graph as a SameDiff (after the scope ended)."""
+        if self._done is None:
+            raise TracingError(f"{self.name}: the graph is available after the scope ends"
+                               + (" (this scope joined an outer one)" if self._joined else ""))
+        return self._done.to_samediff(self._out_slots)
+
+    def summary(self) -> str:
+        return self.graph.summary()
+
+    def explain(self) -> str:
+        """The traced graph, the plan that ran it, and the plan-cache statistics."""
+        return "\n".join([self.summary(), self.plan.explain(),
+                          f"cache: {PLAN_CACHE.stats.as_dict()}"])
+
+
+def graph_scope(name: str | None = None) -> GraphScope:
+    """Trace the ops of a ``with`` block (or ``begin()``/``end()``) into one planned graph."""
+    if name is None:
+        frame = sys._getframe(1)
+        name = f"graph_scope at {frame.f_code.co_filename}:{frame.f_lineno}"
+    return GraphScope(name)

@@ -1,0 +1,199 @@
+"""``Trace``: what ``bind`` records into while a scope or compiled function is active.
+
+Every value in a trace is an integer *slot*. Inputs (eager arrays, deduplicated by identity,
+and Python scalars, each a weak scalar input so ``x * 2`` and ``x * 3`` share one plan) get
+slots as they are first used; each recorded op gets slots for its outputs. At the end, the
+slots still held by live ``LazyArray`` s (weak references: intermediates nobody holds are
+dropped) plus in-place write-backs are the plan's outputs.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+from samediff.array import NDArray, as_numpy, type_of
+from samediff.errors import NdDTypeError, OpError, TracingError
+from samediff.graph import Node, SameDiff, VariableType
+from samediff.ops import OpDef, TensorType, get_op
+
+from .lazy import PENDING, LazyArray
+from .plan import PLAN_CACHE, build_plan
+
+# Ops whose eager result is a view of their input: in-place updates through or of such
+# values cannot be replayed faithfully by a functional trace, so they are refused.
+VIEW_OPS = frozenset({"reshape", "permute", "transpose", "expand_dims", "squeeze", "slice",
+                      "strided_slice", "reverse"})
+_PY_SCALARS = (bool, int, float)
+
+
+class Trace:
+    """A recording of op calls on slots, finished into a cached plan."""
+
+    def __init__(self, owner: Hashable = None) -> None:
+        self.owner = owner
+        self.nodes: list[Node] = []
+        self.types: list[TensorType] = []          # per slot
+        self.input_slots: list[int] = []
+        self.input_objects: list[Any] = []         # the eager object (or scalar) behind each input
+        self._slot_by_id: dict[int, int] = {}      # id(eager array) -> slot
+        self._lazies: list[weakref.ref] = []
+        self._writebacks: dict[int, tuple[NDArray, int]] = {}
+        self._viewed: set[int] = set()             # slots something took a view of
+        self._view_results: set[int] = set()       # slots that are views of another slot
+
+    # -- slots ------------------------------------------------------------------------------
+    def _new_slot(self, ttype: TensorType) -> int:
+        self.types.append(ttype)
+        return len(self.types) - 1
+
+    def add_input(self, obj: Any) -> int:
+        """Slot of an eager value used in the trace (arrays deduplicated by identity)."""
+        if isinstance(obj, _PY_SCALARS):
+            slot = self._new_slot(type_of(obj))
+            self.input_slots.append(slot)
+            self.input_objects.append(obj)
+            return slot
+        slot = self._slot_by_id.get(id(obj))
+        if slot is not None:
+            return slot
+        value = obj._data if isinstance(obj, NDArray) else as_numpy(obj)
+        slot = self._new_slot(TensorType(value.shape, value.dtype))
+        self.input_slots.append(slot)
+        self.input_objects.append(obj if isinstance(obj, (NDArray, np.ndarray)) else value)
+        self._slot_by_id[id(obj)] = slot  # input_objects keeps obj alive, so its id stays unique
+        return slot
+
+    def slot_of(self, x: Any) -> int:
+        if type(x) is LazyArray and x._state is PENDING:
+            if x._trace is not self:
+                raise TracingError(f"an array produced by {x._origin} belongs to another trace "
+                                   f"(another thread, or a scope that is still open elsewhere)")
+            return x._slot
+        if isinstance(x, NDArray):
+            x._data  # a failed LazyArray raises its explanation here
+        return self.add_input(x)
+
+    # -- recording ------------------------------------------------------------------------
+    def record(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
+        rec = op.make_attrs(attrs) if attrs else op.default_attrs
+        if rec is None:
+            rec = op.make_attrs({})
+        slots = tuple(self.slot_of(x) for x in inputs)
+        out_types = op.infer_types([self.types[s] for s in slots], rec)
+        index = len(self.nodes)
+        outs = tuple(self._new_slot(t) for t in out_types)
+        self.nodes.append(Node(name or "", op, rec, slots, outs))
+        if op.name in VIEW_OPS:
+            self._viewed.update(slots)
+            self._view_results.update(outs)
+        origin = f"{op.name} (node {index})"
+        lazies = [LazyArray(self, s, t, origin) for s, t in zip(outs, out_types)]
+        self._lazies.extend(weakref.ref(x) for x in lazies)
+        return lazies[0] if len(lazies) == 1 else tuple(lazies)
+
+    def record_inplace(self, target: NDArray, op: OpDef, inputs: list, attrs: dict) -> NDArray:
+        """``target.addi(...)`` while tracing: record functionally, rebind ``target`` to the
+        result, write back to its buffer at the end (eager targets)."""
+        lazy = type(target) is LazyArray and target._state is PENDING
+        current = target._slot if lazy else self._slot_by_id.get(id(target))
+        if current is not None and (current in self._viewed or current in self._view_results):
+            raise TracingError(f"{op.name}i: in-place update of an array that is, or has, a view "
+                               f"(slicing, reshape, transpose...) inside a graph_scope is not "
+                               f"supported: the views would not see the update. Use the "
+                               f"functional form ({op.name}) instead")
+        if not lazy:
+            self._check_no_alias(target, op)
+        result = self.record(op, inputs, attrs)
+        rtype, ttype = self.types[result._slot], (target._type if lazy else type_of(target._data))
+        if rtype.shape != ttype.shape:
+            raise OpError(f"{op.name}i: in-place result has shape {rtype.shape} but the target "
+                          f"has shape {ttype.shape}; use the non-in-place {op.name}()")
+        if rtype.dtype != ttype.dtype:
+            if not np.can_cast(rtype.dtype, ttype.dtype, "same_kind"):
+                raise NdDTypeError(f"{op.name}i: cannot write a {rtype.dtype} result into a "
+                                   f"{ttype.dtype} array in place; use {op.name}() or cast first")
+            result = self.record(get_op("cast"), [result], {"dtype": ttype.dtype})
+        if lazy:
+            target._slot, target._type = result._slot, self.types[result._slot]
+        else:
+            self._slot_by_id[id(target)] = result._slot
+            self._writebacks[id(target)] = (target, result._slot)
+        return target
+
+    def _check_no_alias(self, target: NDArray, op: OpDef) -> None:
+        buf = target._data
+        for obj in self.input_objects:
+            other = obj._data if isinstance(obj, NDArray) else obj
+            if isinstance(other, np.ndarray) and obj is not target and np.may_share_memory(buf, other):
+                raise TracingError(f"{op.name}i: the target shares memory with another array used "
+                                   f"in this graph_scope; the update would not be seen by it. "
+                                   f"Use the functional form ({op.name}) instead")
+
+    # -- finishing ------------------------------------------------------------------------
+    def live_outputs(self) -> tuple[list[LazyArray], list[tuple[NDArray, int]]]:
+        alive = [x for x in (r() for r in self._lazies)
+                 if x is not None and x._state is PENDING and x._trace is self]
+        return alive, list(self._writebacks.values())
+
+    def key(self, output_slots: tuple[int, ...]) -> tuple:
+        nodes = tuple((n.op.name, n.attrs, n.inputs, len(n.outputs)) for n in self.nodes)
+        ins = tuple((t.dtype, len(t.shape), t.weak, tuple(d == 1 for d in t.shape))
+                    for t in (self.types[s] for s in self.input_slots))
+        return nodes, ins, output_slots
+
+    def plan_for(self, output_slots: tuple[int, ...]) -> Any:
+        build: Callable[[], Any] = lambda: build_plan(self.nodes, self.input_slots, output_slots)
+        return PLAN_CACHE.get_or_build(self.key(output_slots), build, self.owner)
+
+    def input_values(self) -> list[Any]:
+        return [o._data if isinstance(o, NDArray) else o for o in self.input_objects]
+
+    def finish(self) -> tuple[Any, tuple[int, ...]]:
+        """Plan, execute, and give every live LazyArray its value; apply write-backs.
+        Returns the plan and the output slots."""
+        alive, writebacks = self.live_outputs()
+        out_slots = tuple(sorted({x._slot for x in alive} | {s for _, s in writebacks}))
+        plan = self.plan_for(out_slots)
+        try:
+            values = dict(zip(out_slots, plan.execute(self.input_values())))
+        except BaseException:
+            self.discard()
+            raise
+        for x in alive:
+            x._materialize(values[x._slot])
+        for target, slot in writebacks:
+            np.copyto(target._data, values[slot], casting="same_kind")
+        return plan, out_slots
+
+    def discard(self) -> None:
+        for ref in self._lazies:
+            x = ref()
+            if x is not None and x._state is PENDING and x._trace is self:
+                x._fail()
+
+    # -- inspection -----------------------------------------------------------------------
+    def to_samediff(self, output_slots: tuple[int, ...] = ()) -> SameDiff:
+        """The trace as a SameDiff graph: inputs become placeholders (or constants for Python
+        scalars), ops keep their attributes, outputs are named ``out_i``."""
+        sd = SameDiff.create()
+        names: dict[int, str] = {}
+        for k, slot in enumerate(self.input_slots):
+            names[slot] = f"in_{k}"
+            sd._add_var(names[slot], VariableType.PLACEHOLDER, self.types[slot])
+        wanted = {s: i for i, s in enumerate(output_slots)}
+        for i, node in enumerate(self.nodes):
+            base = node.name or f"{node.op.name}_{i}"
+            outs = []
+            for j, slot in enumerate(node.outputs):
+                name = f"out_{wanted[slot]}" if slot in wanted else (base if j == 0 else f"{base}:{j}")
+                names[slot] = sd._unique(name, sd._vars) if name in sd._vars else name
+                outs.append(names[slot])
+            graph_node = Node(base, node.op, node.attrs, tuple(names[s] for s in node.inputs),
+                              tuple(outs))
+            sd._nodes.append(graph_node)
+            sd._node_names.add(base)
+            for slot, name in zip(node.outputs, outs):
+                sd._add_var(name, VariableType.ARRAY, self.types[slot], producer=graph_node)
+        return sd
