@@ -88,6 +88,7 @@ class CompiledFunction:
         self.fn = fn
         self.name = name or getattr(fn, "__qualname__", repr(fn))
         self._entries: dict[Any, _Entry] = {}
+        self._fast: dict[Any, _Entry] = {}   # all-positional-array signatures
         self._last: _Entry | None = None
         self._lock = threading.Lock()
         self.traces = 0
@@ -95,6 +96,15 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if CURRENT_TRACE.get() is not None:  # inside a scope: become part of its trace
             return self.fn(*args, **kwargs)
+        if not kwargs:  # fast path: positional arrays only (the common replay)
+            try:
+                fast = tuple([(x._data.dtype, x._data.shape) for x in args if type(x) is NDArray])
+            except Exception:  # e.g. an unmaterialized LazyArray: take the general path
+                fast = None
+            if fast is not None and len(fast) == len(args):
+                entry = self._fast.get(fast)
+                if entry is not None:
+                    return self._replay(entry, list(args))
         args, kwargs = _to_ndarrays(args), _to_ndarrays(kwargs)
         leaves: list[NDArray] = []
         structure = _flatten((args, kwargs), leaves)
@@ -137,6 +147,8 @@ class CompiledFunction:
         trace.discard()  # LazyArrays made while tracing are internal; replay produces the results
         with self._lock:
             self._entries[signature] = entry
+            if not kwargs and len(leaves) == len(args) and all(type(a) is NDArray for a in args):
+                self._fast[signature[1]] = entry
             self._last = entry
             self.traces += 1
         return self._replay(entry, leaves)
@@ -165,6 +177,7 @@ class CompiledFunction:
         """Forget this function's traces (plans stay in the shared cache until evicted)."""
         with self._lock:
             self._entries.clear()
+            self._fast.clear()
             self._last = None
 
 

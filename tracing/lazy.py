@@ -23,15 +23,20 @@ FAILED = "failed"
 class LazyArray(NDArray):
     """A traced array: metadata now, data after its ``graph_scope`` ends."""
 
-    __slots__ = ("_trace", "_slot", "_type", "_value", "_state", "_origin")
+    __slots__ = ("_trace", "_slot", "_type", "_value", "_state", "_origin_at")
 
-    def __init__(self, trace: Any, slot: int, ttype: TensorType, origin: str) -> None:
+    def __init__(self, trace: Any, slot: int, ttype: TensorType, origin: tuple[str, int]) -> None:
         self._trace = trace
         self._slot = slot
         self._type = ttype
         self._value: np.ndarray | None = None
         self._state = PENDING
-        self._origin = origin  # "matmul (node 3)": named in every error
+        self._origin_at = origin  # (op name, node index): named in every error
+
+    @property
+    def _origin(self) -> str:
+        op, index = self._origin_at
+        return f"{op} (node {index})"
 
     # NDArray reads its buffer through ``_data``; here that is where laziness is enforced.
     @property

@@ -26,6 +26,7 @@ from .plan import PLAN_CACHE, build_plan
 VIEW_OPS = frozenset({"reshape", "permute", "transpose", "expand_dims", "squeeze", "slice",
                       "strided_slice", "reverse"})
 _PY_SCALARS = (bool, int, float)
+_WEAK_TYPES = {t: type_of(t(1)) for t in _PY_SCALARS}  # a Python scalar's type depends on its class only
 
 
 class Trace:
@@ -34,6 +35,7 @@ class Trace:
     def __init__(self, owner: Hashable = None) -> None:
         self.owner = owner
         self.nodes: list[Node] = []
+        self._node_keys: list[tuple] = []          # per node: (op name, attrs, input slots, #outputs)
         self.types: list[TensorType] = []          # per slot
         self.input_slots: list[int] = []
         self.input_objects: list[Any] = []         # the eager object (or scalar) behind each input
@@ -50,8 +52,9 @@ class Trace:
 
     def add_input(self, obj: Any) -> int:
         """Slot of an eager value used in the trace (arrays deduplicated by identity)."""
-        if isinstance(obj, _PY_SCALARS):
-            slot = self._new_slot(type_of(obj))
+        weak = _WEAK_TYPES.get(type(obj))
+        if weak is not None:
+            slot = self._new_slot(weak)
             self.input_slots.append(slot)
             self.input_objects.append(obj)
             return slot
@@ -80,18 +83,26 @@ class Trace:
         rec = op.make_attrs(attrs) if attrs else op.default_attrs
         if rec is None:
             rec = op.make_attrs({})
-        slots = tuple(self.slot_of(x) for x in inputs)
-        out_types = op.infer_types([self.types[s] for s in slots], rec)
+        slots = tuple([self.slot_of(x) for x in inputs])
+        types = self.types
+        out_types = op.infer_types([types[s] for s in slots], rec)
         index = len(self.nodes)
-        outs = tuple(self._new_slot(t) for t in out_types)
+        first = len(types)
+        types.extend(out_types)
+        outs = tuple(range(first, len(types)))
         self.nodes.append(Node(name or "", op, rec, slots, outs))
+        self._node_keys.append((op.name, rec, slots, len(outs)))
         if op.name in VIEW_OPS:
             self._viewed.update(slots)
             self._view_results.update(outs)
-        origin = f"{op.name} (node {index})"
-        lazies = [LazyArray(self, s, t, origin) for s, t in zip(outs, out_types)]
-        self._lazies.extend(weakref.ref(x) for x in lazies)
-        return lazies[0] if len(lazies) == 1 else tuple(lazies)
+        origin = (op.name, index)
+        if len(outs) == 1:
+            lazy = LazyArray(self, outs[0], out_types[0], origin)
+            self._lazies.append(weakref.ref(lazy))
+            return lazy
+        lazies = tuple([LazyArray(self, s, t, origin) for s, t in zip(outs, out_types)])
+        self._lazies.extend([weakref.ref(x) for x in lazies])
+        return lazies
 
     def record_inplace(self, target: NDArray, op: OpDef, inputs: list, attrs: dict) -> NDArray:
         """``target.addi(...)`` while tracing: record functionally, rebind ``target`` to the
@@ -138,7 +149,7 @@ class Trace:
         return alive, list(self._writebacks.values())
 
     def key(self, output_slots: tuple[int, ...]) -> tuple:
-        nodes = tuple((n.op.name, n.attrs, n.inputs, len(n.outputs)) for n in self.nodes)
+        nodes = tuple(self._node_keys)
         ins = tuple((t.dtype, len(t.shape), t.weak, tuple(d == 1 for d in t.shape))
                     for t in (self.types[s] for s in self.input_slots))
         return nodes, ins, output_slots

@@ -175,7 +175,10 @@ class OpDef:
 
     def __post_init__(self) -> None:
         fields = [(n, object, dataclasses.field(default=None)) for n in self.attr_kinds]
-        rec = dataclasses.make_dataclass(f"{self.name}_attrs", fields, frozen=True)
+        # Records are interned (one object per distinct value tuple), so identity equality and
+        # identity hashing are exact and cost nothing in cache keys.
+        rec = dataclasses.make_dataclass(f"{self.name}_attrs", fields, frozen=True, eq=False)
+        object.__setattr__(self, "_interned", {})
         rec.__repr__ = _attrs_repr  # type: ignore[method-assign]
         object.__setattr__(self, "attrs_type", rec)
         required = [n for n, (_, d) in self.attr_kinds.items() if d is REQUIRED]
@@ -201,7 +204,22 @@ class OpDef:
 
     # -- attributes -----------------------------------------------------------------------
     def make_attrs(self, values: Mapping[str, Any]) -> Any:
-        """Validate and canonicalize attribute values into this op's frozen attribute record."""
+        """Validate and canonicalize attribute values into this op's frozen attribute record.
+
+        The same canonical values always give the same (interned) record object."""
+        try:
+            raw_key = ("raw", *sorted(values.items()))
+            hit = self._interned.get(raw_key)  # type: ignore[attr-defined]
+        except TypeError:  # unhashable raw values (lists): canonicalize first
+            raw_key, hit = None, None
+        if hit is not None:
+            return hit
+        rec = self._make_attrs(values)
+        if raw_key is not None:
+            self._interned[raw_key] = rec  # type: ignore[attr-defined]
+        return rec
+
+    def _make_attrs(self, values: Mapping[str, Any]) -> Any:
         unknown = set(values) - set(self.attr_kinds)
         if unknown:
             raise OpError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
@@ -219,11 +237,29 @@ class OpDef:
                 raise OpError(f"{self.name}: missing required attribute {name!r} ({kind})")
             else:
                 out[name] = default
-        return self.attrs_type(**out)
+        key = tuple(out.values())
+        rec = self._interned.get(key)  # type: ignore[attr-defined]
+        if rec is None:
+            rec = self._interned[key] = self.attrs_type(**out)  # type: ignore[attr-defined]
+        return rec
 
     # -- inference ------------------------------------------------------------------------
     def infer_types(self, types: Sequence[TensorType], attrs: Any) -> list[TensorType]:
-        """Output types for input types; errors name the op, the shapes and the dtypes."""
+        """Output types for input types; errors name the op, the shapes and the dtypes.
+
+        Inference is a pure function of (op, attrs, input types), so results are memoized:
+        re-tracing the same code costs a dictionary lookup per op."""
+        key = (self, attrs, tuple(types))
+        hit = _INFER_CACHE.get(key)
+        if hit is not None:
+            return list(hit)
+        out = self._infer_uncached(types, attrs)
+        if len(_INFER_CACHE) >= _INFER_CACHE_SIZE:
+            _INFER_CACHE.clear()  # crude bound; the working set of a program is small
+        _INFER_CACHE[key] = tuple(out)
+        return out
+
+    def _infer_uncached(self, types: Sequence[TensorType], attrs: Any) -> list[TensorType]:
         self.check_arity(len(types))
         try:
             out = self.infer(list(types), attrs)
@@ -241,6 +277,10 @@ class OpDef:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+_INFER_CACHE: dict[tuple, tuple[TensorType, ...]] = {}
+_INFER_CACHE_SIZE = 65536
 
 
 def _attrs_repr(self: Any) -> str:
