@@ -45,9 +45,11 @@ def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(name)
     try:
-        return getattr(_ALL_OPS, name)
+        fn = getattr(_ALL_OPS, name)
     except AttributeError:
         raise AttributeError(f"module 'nd4py' has no attribute {name!r}") from None
+    globals()[name] = fn  # later lookups are plain module attribute reads
+    return fn
 
 
 def __dir__() -> list[str]:

@@ -32,6 +32,8 @@ def is_array_like(value: Any) -> bool:
 
 def split_call(op: OpDef, args: tuple, kwargs: dict) -> tuple[list, dict, str | None]:
     """Split a call's arguments into (inputs, attrs, name) following the rules above."""
+    if not kwargs and not op.variadic and len(args) == len(op.inputs) and op.min_inputs == len(args):
+        return list(args), {}, None  # fast path: exactly the required inputs, nothing else
     kwargs = dict(kwargs)
     name = kwargs.pop("name", None)
     args = list(args)

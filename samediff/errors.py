@@ -36,3 +36,25 @@ class PlaceholderError(NdError, ValueError):
 class TracingError(NdError, RuntimeError):
     """A traced (lazy) array was used in a way tracing cannot support, e.g. reading its data
     before its ``graph_scope`` ended, or touching it after the scope failed."""
+
+
+class SerializationError(NdError, ValueError):
+    """A SameDiff graph could not be saved or loaded."""
+
+
+class CorruptFileError(SerializationError):
+    """A saved graph file is truncated, damaged, or contradicts itself (arrays vs graph)."""
+
+
+class UnsafeFileError(CorruptFileError):
+    """A saved graph file holds data that could run code if loaded (e.g. a pickled object
+    array); it is refused and never unpickled."""
+
+
+class FormatVersionError(SerializationError):
+    """A file is not an nd4py SameDiff file, or was written by a newer, unsupported version."""
+
+
+class UnknownOpError(SerializationError):
+    """A saved graph uses an op that is not registered (e.g. a user-defined op whose module
+    has not been imported yet)."""

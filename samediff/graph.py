@@ -29,7 +29,7 @@ from . import interpreter
 from .array import NDArray, as_numpy, type_of
 from .binding import is_array_like
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
-from .errors import GraphError, OpError, PlaceholderError, UnknownVariableError
+from .errors import GraphError, NdDTypeError, OpError, PlaceholderError, UnknownVariableError
 from .init import SCHEMES, WeightInit
 from .ops import OpDef, TensorType
 from .surface import OpSurface
@@ -214,6 +214,7 @@ class SameDiff:
         ``var(name, init, dtype, *shape)`` with ``init`` a scheme name (``"xavier"``...) or a
         ``WeightInit``."""
         value, init, dtype, shape = _parse_var_args(args, init, dtype, shape)
+        full = self._new_name(name, "var")  # before sampling: a bad name draws no numbers
         if value is None:
             scheme = init if isinstance(init, WeightInit) else WeightInit(init or "zeros")
             value = scheme.sample(shape, dtype or DEFAULT_FLOAT)
@@ -222,8 +223,8 @@ class SameDiff:
         if value.dtype.kind != "f":
             raise GraphError(f"var {name!r}: VARIABLEs are trainable and must be floating point, "
                              f"got {value.dtype}; use constant() for other types")
-        return self._add_var(self._new_name(name, "var"), VariableType.VARIABLE,
-                             TensorType(value.shape, value.dtype), value)
+        return self._add_var(full, VariableType.VARIABLE, TensorType(value.shape, value.dtype),
+                             value)
 
     def constant(self, name: Any = None, value: Any = None) -> SDVariable:
         """A persistent, non-trainable value: ``constant(name, value)`` or ``constant(value)``."""
@@ -309,7 +310,11 @@ class SameDiff:
         if info.vtype not in (VariableType.VARIABLE, VariableType.CONSTANT):
             raise GraphError(f"set_array: {name!r} is a {info.vtype.value}; only VARIABLEs and "
                              f"CONSTANTs hold values (feed placeholders to output())")
-        arr = as_numpy(value, info.ttype.dtype)
+        arr = as_numpy(value)
+        if not np.can_cast(arr.dtype, info.ttype.dtype, "same_kind"):
+            raise GraphError(f"set_array: {name!r} is {info.ttype.dtype}; {arr.dtype} values do not "
+                             f"convert safely; cast them first")
+        arr = arr.astype(info.ttype.dtype, copy=False)
         if arr.shape != info.ttype.shape:
             raise GraphError(f"set_array: {name!r} has shape {info.ttype.shape}, got {arr.shape}")
         info.value = arr.copy()
@@ -321,16 +326,19 @@ class SameDiff:
                              f"variables of two graphs cannot be mixed")
         return var
 
-    def _input_name(self, op: OpDef, x: Any) -> str:
+    def _input_name(self, op: OpDef, x: Any, reserved: tuple[str, ...] = ()) -> str:
+        taken = self._vars.keys() | set(reserved)  # ``reserved``: the op's own output names
         if isinstance(x, SDVariable):
             return self._own(x).name
         if isinstance(x, (bool, int, float)):  # weak literal, like 2.0 in x * 2.0
-            return self._add_var(self._unique("literal", self._vars), VariableType.CONSTANT,
+            return self._add_var(self._unique("literal", taken), VariableType.CONSTANT,
                                  type_of(x), np.asarray(x)).name
         if isinstance(x, OpSurface) and not isinstance(x, NDArray):
             raise GraphError(f"{op.name}: cannot use {type(x).__name__} in a SameDiff graph")
         if is_array_like(x) or isinstance(x, np.generic):
-            return self.constant(None, x).name
+            arr = as_numpy(x).copy()
+            return self._add_var(self._unique("constant", taken), VariableType.CONSTANT,
+                                 TensorType(arr.shape, arr.dtype), arr).name
         raise OpError(f"{op.name}: cannot use {x!r} ({type(x).__name__}) as an input")
 
     def _record(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
@@ -342,13 +350,13 @@ class SameDiff:
         types = [self._vars[x.name].ttype if isinstance(x, SDVariable) else type_of(as_value(x))
                  for x in inputs]
         out_types = op.infer_types(types, rec)
-        in_names = tuple(self._input_name(op, x) for x in inputs)
-        base = self._new_name(name, op.name)
-        node_name = base if base not in self._node_names else self._unique(op.name, self._node_names)
+        base = self._new_name(name, op.name)  # checked before literals/constants are added
         outs = tuple(base if i == 0 else f"{base}:{i}" for i in range(len(out_types)))
         for o in outs[1:]:
             if o in self._vars:
                 raise GraphError(f"{op.name}: output name {o!r} already exists")
+        in_names = tuple(self._input_name(op, x, outs) for x in inputs)
+        node_name = base if base not in self._node_names else self._unique(op.name, self._node_names)
         node = Node(node_name, op, rec, in_names, outs)
         self._nodes.append(node)
         self._node_names.add(node_name)
@@ -454,6 +462,8 @@ def _parse_var_args(args: tuple, init: Any, dtype: Any, shape: Any) -> tuple:
     value, dims = None, list(shape) if shape is not None else []
     for a in args:
         if isinstance(a, WeightInit) or (isinstance(a, str) and a in _INIT_NAMES):
+            if init is not None:
+                raise GraphError(f"var: init scheme given twice ({init!r} and {a!r})")
             init = a
         elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
             dims.append(int(a))
@@ -462,7 +472,13 @@ def _parse_var_args(args: tuple, init: Any, dtype: Any, shape: Any) -> tuple:
         elif isinstance(a, (NDArray, np.ndarray)):
             value = as_numpy(a).copy()
         elif isinstance(a, (str, np.dtype, type)):
-            dtype = a
+            if dtype is not None:
+                raise GraphError(f"var: data type given twice ({dtype!r} and {a!r})")
+            try:
+                dtype = to_dtype(a)
+            except NdDTypeError as exc:
+                raise NdDTypeError(f"var: {a!r} is neither an init scheme "
+                                   f"{sorted(_INIT_NAMES)} nor a data type ({exc})") from None
         else:
             raise GraphError(f"var: cannot interpret argument {a!r}; expected an array, an init "
                              f"scheme {sorted(_INIT_NAMES)}, a dtype or shape dims")

@@ -37,7 +37,7 @@ def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:
             err = explain_failure(node.op, args, node.attrs, exc)
             raise type(err)(f"{err} [in node {node.name!r}]") from exc
-        if len(node.outputs) == 1:
+        if not isinstance(out, tuple):  # a multi-output op may return a 1-tuple (unstack of 1)
             values[node.outputs[0]] = np.asarray(out) if type(out) is not np.ndarray else out
         else:
             if len(out) != len(node.outputs):

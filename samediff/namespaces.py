@@ -62,6 +62,7 @@ class OpNamespace:
                 raise AttributeError(f"{self._title} has no op {name!r}; available: "
                                      f"{', '.join(sorted(ops_in(self._namespaces)))}")
             fn = self._cache[name] = op_function(op, self._apply, self._leading_name)
+        setattr(self, name, fn)  # later lookups skip __getattr__
         return fn
 
     def __dir__(self) -> list[str]:

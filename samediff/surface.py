@@ -46,6 +46,11 @@ class OpSurface:
 
     castTo = cast_to
 
+    @property
+    def T(self) -> Any:
+        """Transpose (reverse all dims), like numpy's ``.T``."""
+        return self.transpose()
+
 
 def _binary(op_name: str, reflected: bool = False) -> Callable:
     def method(self: OpSurface, other: Any) -> Any:

@@ -17,6 +17,7 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -186,11 +187,11 @@ class OpDef:
         object.__setattr__(self, "default_attrs", default)
 
     # -- inputs ---------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def variadic(self) -> bool:
         return bool(self.inputs) and self.inputs[0].startswith("*")
 
-    @property
+    @functools.cached_property
     def min_inputs(self) -> int:
         if self.variadic:
             return 1
@@ -207,8 +208,8 @@ class OpDef:
         """Validate and canonicalize attribute values into this op's frozen attribute record.
 
         The same canonical values always give the same (interned) record object."""
-        try:
-            raw_key = ("raw", *sorted(values.items()))
+        try:  # typed key: True == 1 == 1.0 in Python, but they are different attribute values
+            raw_key = ("raw", *sorted((k, _typed(v)) for k, v in values.items()))
             hit = self._interned.get(raw_key)  # type: ignore[attr-defined]
         except TypeError:  # unhashable raw values (lists): canonicalize first
             raw_key, hit = None, None
@@ -237,9 +238,13 @@ class OpDef:
                 raise OpError(f"{self.name}: missing required attribute {name!r} ({kind})")
             else:
                 out[name] = default
-        key = tuple(out.values())
+        key = tuple(_typed(v) for v in out.values())
         rec = self._interned.get(key)  # type: ignore[attr-defined]
         if rec is None:
+            if len(self._interned) >= _INTERN_LIMIT:  # type: ignore[attr-defined]
+                # Forgetting only costs identity: equal records made later are new objects,
+                # which can miss a cache entry but never match a different value.
+                self._interned.clear()  # type: ignore[attr-defined]
             rec = self._interned[key] = self.attrs_type(**out)  # type: ignore[attr-defined]
         return rec
 
@@ -279,6 +284,16 @@ class OpDef:
         return f"<op {self.name}>"
 
 
+_INTERN_LIMIT = 4096
+
+
+def _typed(value: Any) -> Any:
+    """A hashable key that tells apart values Python considers equal (1, 1.0, True)."""
+    if isinstance(value, tuple):
+        return tuple(_typed(v) for v in value)
+    return (type(value), value)
+
+
 _INFER_CACHE: dict[tuple, tuple[TensorType, ...]] = {}
 _INFER_CACHE_SIZE = 65536
 
@@ -313,6 +328,33 @@ def define(name: str, inputs: Sequence[str], infer: Callable, impl: Callable, *,
     """Define and register one op. ``attrs`` maps name -> (kind, default or REQUIRED)."""
     return register(OpDef(name=name, inputs=tuple(inputs), attr_kinds=dict(attrs or {}),
                           infer=infer, impl=impl, **meta))
+
+
+# --------------------------------------------------------------------------------------------
+# Gradient rules (STYLE §1, like autograd's defvjp): attached to the op's ``grad`` slot.
+# --------------------------------------------------------------------------------------------
+
+#: ``op.grad`` value for ops through which no gradient flows (integer/bool results, random and
+#: creation ops). Asking for a gradient that can only flow through such ops is an error.
+NONDIFF = "none"
+
+
+def defgrad(name: str, rule: Callable[..., Any]) -> None:
+    """Attach a gradient rule ``rule(F, inputs, outputs, grads, attrs) -> [grad per input]``.
+
+    ``F`` is an op namespace that records into the graph being differentiated, so rules are
+    written with table ops and the backward pass is an ordinary graph. Return ``None`` for an
+    input that gets no gradient (e.g. integer indices)."""
+    op = get_op(name)
+    if op.grad is not None:
+        raise ValueError(f"op {name!r} already has a gradient rule")
+    object.__setattr__(op, "grad", rule)
+
+
+def nondifferentiable(*names: str) -> None:
+    """Mark ops through which no gradient flows."""
+    for name in names:
+        object.__setattr__(get_op(name), "grad", NONDIFF)
 
 
 def names_to_ops(ops: Iterable[OpDef]) -> dict[str, OpDef]:

@@ -1,0 +1,130 @@
+"""Reverse-mode autodiff over SameDiff graphs.
+
+The backward pass is recorded into the same ``SameDiff`` with ordinary table ops (each op's
+``grad`` rule is written with them), so gradients can be executed, traced, compiled, saved and
+differentiated again. Gradient variables are named ``<name>-grad`` as in ND4J.
+
+Which variables get gradients: every float VARIABLE or ARRAY on a path between the requested
+variables and the losses; placeholders and constants only when asked for by name. Several
+losses are summed; a non-scalar loss counts as the sum of its elements.
+
+>>> import numpy as np
+>>> from samediff import SameDiff
+>>> sd = SameDiff.create()
+>>> w = sd.var("w", np.array([1.0, 2.0]))
+>>> loss = (w * w).sum(); loss.mark_as_loss()
+>>> sd.calculate_gradients({}, "w")["w"].numpy().tolist()
+[2.0, 4.0]
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import NdError
+from .namespaces import OpNamespace
+from .ops.registry import NONDIFF
+
+if TYPE_CHECKING:
+    from .graph import SameDiff, SDVariable
+
+
+class GradientError(NdError, ValueError):
+    """A gradient was asked for that cannot be computed (no path, non-differentiable op...)."""
+
+
+def _accumulate(F: Any, parts: list) -> Any:
+    total = parts[0]
+    for p in parts[1:]:
+        total = F.add(total, p)
+    return total
+
+
+def unbroadcast(F: Any, g: Any, x: Any) -> Any:
+    """Sum ``g`` back to ``x``'s shape where broadcasting expanded it."""
+    if g.shape == x.shape and all(d >= 0 for d in x.shape):
+        return g
+    return F.reduce_to_like(g, x)
+
+
+def build_gradients(sd: "SameDiff", losses: list[str], wrt: list[str]) -> dict[str, str]:
+    """Record the backward pass of ``sum(losses)`` into ``sd``; return {variable: grad name}."""
+    if not losses:
+        raise GradientError("no loss variables: call v.mark_as_loss() or "
+                            "sd.set_loss_variables(...) before asking for gradients")
+    for name in (*losses, *wrt):
+        sd._info(name)
+    for name in losses:
+        if sd._vars[name].ttype.dtype.kind != "f":
+            raise GradientError(f"loss {name!r} is {sd._vars[name].ttype.dtype}; losses must be "
+                                f"floating point")
+    F = OpNamespace("gradient ops", None, sd._record)
+    forward = list(sd._nodes)
+
+    # variables downstream of what we differentiate with respect to
+    depends = set(wrt)
+    for node in forward:
+        if any(i in depends for i in node.inputs):
+            depends.update(node.outputs)
+    # variables upstream of the losses
+    needed = set(losses)
+    for node in reversed(forward):
+        if any(o in needed for o in node.outputs):
+            needed.update(node.inputs)
+
+    grads: dict[str, list] = {}
+    blocked: list[str] = []
+    for name in losses:
+        v = sd._vars[name].sdvar
+        grads.setdefault(name, []).append(F.ones_like(v))
+    with sd.name_scope("grad"):
+        for node in reversed(forward):
+            if not any(o in grads for o in node.outputs):
+                continue
+            if not any(i in depends and i in needed for i in node.inputs):
+                continue
+            rule = node.op.grad
+            if rule is NONDIFF or rule is None:
+                blocked.append(f"{node.name} ({node.op.name})")
+                continue
+            outs = [sd._vars[o].sdvar for o in node.outputs]
+            gs = [_accumulate(F, grads[o]) if o in grads else None for o in node.outputs]
+            if len(gs) > 1:
+                gs = [g if g is not None else F.zeros_like(o) for g, o in zip(gs, outs)]
+            ins = [sd._vars[i].sdvar for i in node.inputs]
+            in_grads = rule(F, ins, outs, gs, node.attrs)
+            if len(in_grads) != len(ins):
+                raise GradientError(f"gradient rule of {node.op.name} returned {len(in_grads)} "
+                                    f"gradients for {len(ins)} inputs")
+            for x, gx in zip(ins, in_grads):
+                if gx is None or x.name not in depends or x.dtype.kind != "f":
+                    continue
+                gx = unbroadcast(F, gx, x)
+                if gx.dtype != x.dtype:
+                    gx = F.cast(gx, dtype=x.dtype)
+                grads.setdefault(x.name, []).append(gx)
+
+    result = {}
+    for name in wrt:
+        if name not in grads:
+            why = (f"; the only paths go through non-differentiable ops: {', '.join(blocked)}"
+                   if blocked and name in needed else "; it does not affect any loss")
+            raise GradientError(f"no gradient for {name!r} with respect to losses "
+                                f"{losses}{why}")
+        total = _accumulate(F, grads[name])
+        result[name] = _name_gradient(sd, name, total)
+    return result
+
+
+def _name_gradient(sd: "SameDiff", name: str, total: "SDVariable") -> str:
+    """Give the gradient its ND4J name ``<name>-grad`` when that is possible."""
+    wanted = f"{name}-grad"
+    if wanted in sd._vars:
+        return wanted if sd._grad_sources.get(wanted) is total.name else total.name
+    info = sd._vars[total.name]
+    if info.producer is not None and total.name.startswith("grad/"):
+        sd._rename(total.name, wanted)
+        sd._grad_sources[wanted] = wanted
+        return wanted
+    identity = sd._record(sd._op("mul"), [total, 1.0], {}, wanted)  # keep the source's name
+    sd._grad_sources[wanted] = identity.name
+    return identity.name

@@ -1,0 +1,261 @@
+"""One parametrized suite over every op of the table (STYLE §10).
+
+For every sample of ``op_samples.SAMPLES`` and every dtype it lists:
+
+* eager (``samediff.bind`` and the public ``nd4py`` function) against the independent reference,
+  and the result dtype against the sample's stated dtype rule;
+* the inferred ``TensorType`` against the eager result;
+* a SameDiff graph (one placeholder per array input) against eager, with declared shapes and
+  with the leading dim of every placeholder unknown (-1);
+* random ops: reproducible under ``random_state.set_seed``, eagerly and in a graph.
+
+Test ids read ``<op>-<sample index>-<dtype>``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nd4py as nd
+from samediff import SameDiff, bind, random_state
+from samediff.array import type_of
+from samediff.errors import OpError
+from samediff.ops import REGISTRY, OpDef
+
+try:  # rootdir-relative import (tests/ is not a package) ...
+    from op_samples import (DEFAULT, SAMPLES, Sample, cast_inputs, expected_dtype,
+                            reference_inputs, run_attrs)
+except ImportError:  # ... or tests/ became one
+    from tests.op_samples import (DEFAULT, SAMPLES, Sample, cast_inputs, expected_dtype,
+                                  reference_inputs, run_attrs)
+
+SEED = 1234
+
+#: tolerances by result dtype; a sample's rtol/atol override the float32 ones
+_DEFAULT_TOL = {np.dtype(np.float32): (1e-5, 1e-6), np.dtype(np.float64): (1e-10, 1e-12),
+                np.dtype(np.float16): (1e-3, 1e-3)}
+
+
+def _cases(keep=lambda op, sample: True) -> list:
+    out = []
+    for name, samples in SAMPLES.items():
+        op = REGISTRY.get(name)
+        if op is None:
+            continue  # reported by test_every_op_has_samples
+        for i, sample in enumerate(samples):
+            if keep(op, sample):
+                out.extend(pytest.param(name, i, dt, id=f"{name}-{i}-{dt}") for dt in sample.dtypes)
+    return out
+
+
+ALL = _cases()
+RANDOM = _cases(lambda op, s: op.random)
+DYNAMIC = _cases(lambda op, s: not op.random and any(
+    isinstance(x, np.ndarray) and x.ndim >= 1 for x in s.inputs))
+
+
+def _setup(name: str, i: int, dtype: str) -> tuple[OpDef, Sample, list, dict]:
+    sample = SAMPLES[name][i]
+    return REGISTRY[name], sample, cast_inputs(sample, dtype), run_attrs(sample, dtype)
+
+
+def _outs(result: Any) -> tuple[np.ndarray, ...]:
+    """Results (one array or a tuple of them) as a tuple of numpy arrays."""
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    return tuple(np.asarray(r) for r in items)
+
+
+def _eager(op: OpDef, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
+    if op.random:
+        random_state.set_seed(SEED)
+    return _outs(bind(op, inputs, attrs))
+
+
+def _public(op: OpDef, inputs: list, attrs: dict) -> Any:
+    """The user-facing nd4py function of ``op``, called the way a user would."""
+    attrs = dict(attrs)
+    if op.random:
+        shape = attrs.pop("shape")
+        return getattr(nd.random, op.name)(*shape, **attrs)
+    if op.name in ("zeros", "ones"):  # nd.zeros(*shape, dtype=)
+        return getattr(nd, op.name)(attrs["shape"], dtype=attrs.get("dtype"))
+    fn = getattr(nd, op.name)
+    return fn(list(inputs), **attrs) if op.variadic else fn(*inputs, **attrs)
+
+
+def _assert_close(got: np.ndarray, want: Any, sample: Sample, what: str) -> None:
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, reference {want.shape}"
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    rtol, atol = _DEFAULT_TOL[got.dtype]
+    if got.dtype != np.float64:
+        rtol = sample.rtol if sample.rtol is not None else rtol
+        atol = sample.atol if sample.atol is not None else atol
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                               atol=atol, err_msg=what)
+
+
+def _assert_same(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], what: str) -> None:
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype, f"{what}[{k}]: dtype {g.dtype}, expected {w.dtype}"
+        np.testing.assert_array_equal(g, w, err_msg=f"{what}[{k}]")
+
+
+# --------------------------------------------------------------------------------------------
+# The table itself
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_op_has_samples():
+    missing = sorted(set(REGISTRY) - set(SAMPLES))
+    unknown = sorted(set(SAMPLES) - set(REGISTRY))
+    counts = sorted(n for n, s in SAMPLES.items() if not 1 <= len(s) <= 4)
+    assert not missing, f"ops without samples in tests/op_samples.py: {missing}"
+    assert not unknown, f"samples name unknown ops: {unknown}"
+    assert not counts, f"ops need 1-4 samples: {counts}"
+
+
+def test_samples_are_well_formed():
+    problems = []
+    for name, samples in SAMPLES.items():
+        op = REGISTRY.get(name)
+        for i, s in enumerate(samples):
+            where = f"{name}[{i}]"
+            if op is not None and op.random != (s.reference is None):
+                problems.append(f"{where}: random ops need reference=None, others a reference")
+            if op is not None and op.random and s.check is None:
+                problems.append(f"{where}: a random op needs a check")
+            for dt in s.dtypes:
+                if dt != DEFAULT:
+                    np.dtype(dt)
+                if dt.startswith(("int", "uint", "bool")):
+                    for x in s.inputs:
+                        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not np.all(
+                                x == np.round(x)):
+                            problems.append(f"{where}: runs in {dt} but has non-integral inputs")
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------------
+# Eager vs reference, inference vs eager
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,i,dtype", ALL)
+def test_eager_matches_reference(name, i, dtype):
+    op, sample, inputs, attrs = _setup(name, i, dtype)
+    got = _eager(op, inputs, attrs)
+    want_dtype = expected_dtype(sample, dtype)
+    for g in got:
+        assert g.dtype == want_dtype, f"{name}: result dtype {g.dtype}, expected {want_dtype}"
+    if op.random:
+        sample.check(got[0], attrs)
+    else:
+        full = vars(op.make_attrs(attrs))
+        want = _outs(sample.reference(*reference_inputs(inputs), **full))
+        assert len(got) == len(want), f"{name}: {len(got)} outputs, reference {len(want)}"
+        for k, (g, w) in enumerate(zip(got, want)):
+            _assert_close(g, w, sample, f"{name} output {k}")
+    # the public function is the same op: identical result
+    if op.random:
+        random_state.set_seed(SEED)
+    _assert_same(_outs(_public(op, inputs, attrs)), got, f"nd4py.{name}")
+
+
+@pytest.mark.parametrize("name,i,dtype", ALL)
+def test_inferred_type_matches_eager(name, i, dtype):
+    op, sample, inputs, attrs = _setup(name, i, dtype)
+    types = [type_of(x) for x in inputs]
+    inferred = op.infer_types(types, op.make_attrs(attrs))
+    got = _eager(op, inputs, attrs)
+    assert len(inferred) == len(got), f"{name}: inferred {len(inferred)} outputs, eager {len(got)}"
+    for k, (t, g) in enumerate(zip(inferred, got)):
+        assert (t.shape, t.dtype) == (g.shape, g.dtype), (
+            f"{name} output {k}: inferred {t}, eager {g.dtype}{list(g.shape)}")
+
+
+# --------------------------------------------------------------------------------------------
+# SameDiff vs eager
+# --------------------------------------------------------------------------------------------
+
+
+def _graph(op: OpDef, inputs: list, attrs: dict, leading_unknown: bool = False):
+    """A SameDiff with one placeholder per array input (Python scalars stay weak literals)."""
+    sd = SameDiff.create()
+    args, feeds = [], {}
+    for k, x in enumerate(inputs):
+        if isinstance(x, np.ndarray):
+            shape = ((-1,) + x.shape[1:]) if leading_unknown and x.ndim else x.shape
+            ph = sd.placeholder(f"in{k}", x.dtype, *shape)
+            args.append(ph)
+            feeds[ph.name] = x
+        else:
+            args.append(x)
+    out = sd._record(op, args, attrs)
+    return sd, (out if isinstance(out, tuple) else (out,)), feeds
+
+
+def _run(sd: SameDiff, outs: tuple, feeds: dict, random: bool) -> tuple[np.ndarray, ...]:
+    if random:
+        random_state.set_seed(SEED)
+    result = sd.output(feeds, *[o.name for o in outs])
+    return tuple(result[o.name].numpy() for o in outs)
+
+
+@pytest.mark.parametrize("name,i,dtype", ALL)
+def test_samediff_matches_eager(name, i, dtype):
+    op, sample, inputs, attrs = _setup(name, i, dtype)
+    want = _eager(op, inputs, attrs)
+    sd, outs, feeds = _graph(op, inputs, attrs)
+    for v, w in zip(outs, want):
+        assert (v.shape, v.dtype) == (w.shape, w.dtype), f"{name}: variable {v!r} vs eager"
+    _assert_same(_run(sd, outs, feeds, op.random), want, f"SameDiff {name}")
+
+
+@pytest.mark.parametrize("name,i,dtype", DYNAMIC)
+def test_samediff_unknown_leading_dim(name, i, dtype):
+    op, sample, inputs, attrs = _setup(name, i, dtype)
+    if sample.dynamic_refuses:
+        with pytest.raises(OpError, match=name):
+            _graph(op, inputs, attrs, leading_unknown=True)
+        return
+    want = _eager(op, inputs, attrs)
+    sd, outs, feeds = _graph(op, inputs, attrs, leading_unknown=True)
+    assert len(outs) == len(want)
+    for v, w in zip(outs, want):
+        compatible = len(v.shape) == w.ndim and all(d in (-1, a) for d, a in zip(v.shape, w.shape))
+        assert compatible and v.dtype == w.dtype, (
+            f"{name}: inferred {v.dtype}{list(v.shape)} does not fit eager {w.dtype}{list(w.shape)}")
+    _assert_same(_run(sd, outs, feeds, False), want, f"SameDiff(-1) {name}")
+
+
+# --------------------------------------------------------------------------------------------
+# Random ops: reproducibility
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,i,dtype", RANDOM)
+def test_random_reproducible(name, i, dtype):
+    op, sample, inputs, attrs = _setup(name, i, dtype)
+    random_state.set_seed(7)
+    first, second = _outs(bind(op, inputs, attrs)), _outs(bind(op, inputs, attrs))
+    random_state.set_seed(7)
+    _assert_same(_outs(bind(op, inputs, attrs)), first, f"{name} after set_seed")
+    if first[0].size >= 100:
+        assert not np.array_equal(first[0], second[0]), f"{name}: two draws are identical"
+
+    sd, outs, feeds = _graph(op, inputs, attrs)
+    random_state.set_seed(7)
+    g1 = sd.output(feeds, outs[0].name)[outs[0].name].numpy()
+    g2 = sd.output(feeds, outs[0].name)[outs[0].name].numpy()
+    random_state.set_seed(7)
+    g3 = sd.output(feeds, outs[0].name)[outs[0].name].numpy()
+    _assert_same((g3,), (g1,), f"SameDiff {name} after set_seed")
+    _assert_same((g1,), first, f"SameDiff {name} vs eager")  # one stream for both
+    if g1.size >= 100:
+        assert not np.array_equal(g1, g2), f"SameDiff {name}: two runs drew the same numbers"
