@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import NdError
 from .namespaces import OpNamespace
-from .ops.registry import NONDIFF
+from .ops.registry import NONDIFF, get_op
 
 if TYPE_CHECKING:
     from .graph import SameDiff, SDVariable
@@ -73,35 +73,39 @@ def build_gradients(sd: "SameDiff", losses: list[str], wrt: list[str]) -> dict[s
 
     grads: dict[str, list] = {}
     blocked: list[str] = []
-    for name in losses:
-        v = sd._vars[name].sdvar
-        grads.setdefault(name, []).append(F.ones_like(v))
     with sd.name_scope("grad"):
-        for node in reversed(forward):
-            if not any(o in grads for o in node.outputs):
+        return _backward(sd, F, forward, losses, wrt, depends, needed, grads, blocked)
+
+
+def _backward(sd: "SameDiff", F: Any, forward: list, losses: list[str], wrt: list[str],
+              depends: set, needed: set, grads: dict[str, list], blocked: list[str]) -> dict[str, str]:
+    for name in losses:
+        grads.setdefault(name, []).append(F.ones_like(sd._vars[name].sdvar))
+    for node in reversed(forward):
+        if not any(o in grads for o in node.outputs):
+            continue
+        if not any(i in depends and i in needed for i in node.inputs):
+            continue
+        rule = node.op.grad
+        if rule is NONDIFF or rule is None:
+            blocked.append(f"{node.name} ({node.op.name})")
+            continue
+        outs = [sd._vars[o].sdvar for o in node.outputs]
+        gs = [_accumulate(F, grads[o]) if o in grads else None for o in node.outputs]
+        if len(gs) > 1:  # multi-output ops: unused outputs contribute zeros
+            gs = [g if g is not None else F.zeros_like(o) for g, o in zip(gs, outs)]
+        ins = [sd._vars[i].sdvar for i in node.inputs]
+        in_grads = rule(F, ins, outs, gs, node.attrs)
+        if len(in_grads) != len(ins):
+            raise GradientError(f"gradient rule of {node.op.name} returned {len(in_grads)} "
+                                f"gradients for {len(ins)} inputs")
+        for x, gx in zip(ins, in_grads):
+            if gx is None or x.name not in depends or x.dtype.kind != "f":
                 continue
-            if not any(i in depends and i in needed for i in node.inputs):
-                continue
-            rule = node.op.grad
-            if rule is NONDIFF or rule is None:
-                blocked.append(f"{node.name} ({node.op.name})")
-                continue
-            outs = [sd._vars[o].sdvar for o in node.outputs]
-            gs = [_accumulate(F, grads[o]) if o in grads else None for o in node.outputs]
-            if len(gs) > 1:
-                gs = [g if g is not None else F.zeros_like(o) for g, o in zip(gs, outs)]
-            ins = [sd._vars[i].sdvar for i in node.inputs]
-            in_grads = rule(F, ins, outs, gs, node.attrs)
-            if len(in_grads) != len(ins):
-                raise GradientError(f"gradient rule of {node.op.name} returned {len(in_grads)} "
-                                    f"gradients for {len(ins)} inputs")
-            for x, gx in zip(ins, in_grads):
-                if gx is None or x.name not in depends or x.dtype.kind != "f":
-                    continue
-                gx = unbroadcast(F, gx, x)
-                if gx.dtype != x.dtype:
-                    gx = F.cast(gx, dtype=x.dtype)
-                grads.setdefault(x.name, []).append(gx)
+            gx = unbroadcast(F, gx, x)
+            if gx.dtype != x.dtype:
+                gx = F.cast(gx, dtype=x.dtype)
+            grads.setdefault(x.name, []).append(gx)
 
     result = {}
     for name in wrt:
@@ -110,21 +114,28 @@ def build_gradients(sd: "SameDiff", losses: list[str], wrt: list[str]) -> dict[s
                    if blocked and name in needed else "; it does not affect any loss")
             raise GradientError(f"no gradient for {name!r} with respect to losses "
                                 f"{losses}{why}")
-        total = _accumulate(F, grads[name])
-        result[name] = _name_gradient(sd, name, total)
+        result[name] = _name_gradient(sd, name, _accumulate(F, grads[name]))
     return result
 
 
 def _name_gradient(sd: "SameDiff", name: str, total: "SDVariable") -> str:
-    """Give the gradient its ND4J name ``<name>-grad`` when that is possible."""
+    """Rename a freshly built gradient to ND4J's ``<name>-grad`` when that name is free and the
+    value is not shared with another gradient or forward variable."""
     wanted = f"{name}-grad"
-    if wanted in sd._vars:
-        return wanted if sd._grad_sources.get(wanted) is total.name else total.name
-    info = sd._vars[total.name]
-    if info.producer is not None and total.name.startswith("grad/"):
+    if wanted not in sd._vars and total.name.startswith("grad/"):
         sd._rename(total.name, wanted)
-        sd._grad_sources[wanted] = wanted
         return wanted
-    identity = sd._record(sd._op("mul"), [total, 1.0], {}, wanted)  # keep the source's name
-    sd._grad_sources[wanted] = identity.name
-    return identity.name
+    return total.name
+
+
+def gradient_names(sd: "SameDiff", wrt: list[str]) -> dict[str, str]:
+    """Gradient variable names for ``wrt`` against the current losses (built once, cached)."""
+    key = (tuple(sd._losses), tuple(wrt))
+    cached = sd._grad_cache.get(key)
+    if cached is None:
+        bad = [n for n in wrt if sd._info(n).ttype.dtype.kind != "f"]
+        if bad:
+            raise GradientError(f"gradients exist only for floating-point variables; "
+                                f"{bad} are not")
+        cached = sd._grad_cache[key] = build_gradients(sd, list(sd._losses), list(wrt))
+    return cached

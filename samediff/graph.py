@@ -121,6 +121,21 @@ class SDVariable(OpSurface):
         """Replace the value of a VARIABLE or CONSTANT (same shape and dtype kind)."""
         self.sd._set_value(self._name, value)
 
+    def mark_as_loss(self) -> "SDVariable":
+        """Make this variable one of the graph's losses (several losses are summed)."""
+        self.sd.add_loss_variable(self._name)
+        return self
+
+    markAsLoss = mark_as_loss
+
+    def gradient(self) -> "SDVariable":
+        """The variable holding d(loss)/d(self) (built on first use, like ND4J)."""
+        from .autodiff import gradient_names
+        wrt = [v.name for v in self.sd.trainable_variables()]
+        if self._name not in wrt:
+            wrt.append(self._name)
+        return self.sd.get_variable(gradient_names(self.sd, wrt)[self._name])
+
     def eval(self, placeholders: Mapping[str, Any] | None = None) -> NDArray:
         """Compute this variable's value (ND4J ``eval``)."""
         return self.sd.output(placeholders or {}, self._name)[self._name]
@@ -140,6 +155,8 @@ class SameDiff:
         self._node_names: set[str] = set()
         self._scopes: list[str] = []
         self._name_counts: dict[str, int] = {}
+        self._losses: list[str] = []
+        self._grad_cache: dict[tuple, dict[str, str]] = {}
         from .namespaces import attach_namespaces
         attach_namespaces(self)
 
@@ -383,6 +400,37 @@ class SameDiff:
         interpreter.run_nodes(nodes, values)
         return {n: NDArray(values[n].copy() if self._vars[n].value is not None else values[n])
                 for n in names}
+
+    # -- losses and gradients ---------------------------------------------------------------
+    @property
+    def loss_variables(self) -> list[str]:
+        return list(self._losses)
+
+    def add_loss_variable(self, name: "str | SDVariable") -> None:
+        name = self._own(name).name if isinstance(name, SDVariable) else self._info(name).name
+        if name not in self._losses:
+            self._losses.append(name)
+
+    def set_loss_variables(self, *names: "str | SDVariable") -> None:
+        """Replace the set of losses (their sum is minimized / differentiated)."""
+        self._losses = []
+        for n in names:
+            self.add_loss_variable(n)
+
+    def calculate_gradients(self, placeholders: Mapping[str, Any] | None,
+                            *names: str) -> dict[str, NDArray]:
+        """Gradients of the summed losses w.r.t. the named variables (default: all trainable
+        VARIABLEs), as ``{variable name: gradient array}``."""
+        from .autodiff import gradient_names
+        if len(names) == 1 and isinstance(names[0], (list, tuple)):
+            names = tuple(names[0])
+        wrt = [n.name if isinstance(n, SDVariable) else n for n in names] or \
+            [v.name for v in self.trainable_variables()]
+        grad_names = gradient_names(self, wrt)
+        values = self.output(placeholders, *grad_names.values())
+        return {n: values[g] for n, g in grad_names.items()}
+
+    calculateGradients = calculate_gradients
 
     def output_single(self, placeholders: Mapping[str, Any] | None, output: str) -> NDArray:
         return self.output(placeholders, output)[output]
