@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from samediff import (GraphError, NDArray, NdDTypeError, NdError, OpError,  # noqa: F401
-                      PlaceholderError, SameDiff, SDVariable, UnknownVariableError, VariableType,
-                      WeightInit, bind, create)
+from samediff import (CorruptFileError, FormatVersionError, GradientError,  # noqa: F401
+                      GraphError, NDArray, NdDTypeError, NdError, OpError, PlaceholderError,
+                      SameDiff, SDVariable, SerializationError, UnknownOpError,
+                      UnknownVariableError, UnsafeFileError, VariableType, WeightInit, bind,
+                      create)
 from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401
                              UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
                              int16, int32, int64, nd4j_name, to_dtype, uint8)
+from samediff import udf  # noqa: F401
 from samediff.errors import TracingError  # noqa: F401
 from samediff.namespaces import OpNamespace
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401

@@ -13,13 +13,17 @@ from .surface import install_surface
 
 install_surface()  # the op table is complete: generate the shared method surface
 
-from . import dtypes, random_state  # noqa: E402
+from . import dtypes, random_state, udf  # noqa: E402
 from .array import NDArray, bind, create  # noqa: E402
-from .errors import (GraphError, NdDTypeError, NdError, OpError, PlaceholderError,  # noqa: E402
-                     UnknownVariableError)
+from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: E402
+                     NdDTypeError, NdError, OpError, PlaceholderError, SerializationError,
+                     TracingError, UnknownOpError, UnknownVariableError, UnsafeFileError)
+from .autodiff import GradientError  # noqa: E402
 from .graph import Node, SameDiff, SDVariable, VariableType  # noqa: E402
 from .init import WeightInit  # noqa: E402
 
-__all__ = ["ops", "dtypes", "random_state", "NDArray", "bind", "create", "SameDiff", "SDVariable",
+__all__ = ["ops", "dtypes", "random_state", "udf", "NDArray", "bind", "create", "SameDiff", "SDVariable",
            "VariableType", "Node", "WeightInit", "NdError", "OpError", "NdDTypeError",
-           "GraphError", "UnknownVariableError", "PlaceholderError"]
+           "GraphError", "UnknownVariableError", "PlaceholderError", "TracingError",
+           "GradientError", "SerializationError", "CorruptFileError", "UnsafeFileError",
+           "FormatVersionError", "UnknownOpError"]

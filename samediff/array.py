@@ -73,8 +73,9 @@ def explain_failure(op: OpDef, vals: list, rec: Any, exc: Exception) -> Exceptio
 
 
 def type_of(value: Any) -> TensorType:
-    """Static type of a runtime value; Python scalars are weak."""
-    if isinstance(value, _PY_SCALARS):
+    """Static type of a runtime value; Python scalars are weak (numpy scalars, even
+    ``np.float64`` which subclasses ``float``, are not: numpy treats them as strong)."""
+    if type(value) in _PY_SCALARS:
         return TensorType((), np.asarray(value).dtype, True)
     value = np.asarray(value)
     return TensorType(value.shape, value.dtype)

@@ -347,7 +347,7 @@ class SameDiff:
         taken = self._vars.keys() | set(reserved)  # ``reserved``: the op's own output names
         if isinstance(x, SDVariable):
             return self._own(x).name
-        if isinstance(x, (bool, int, float)):  # weak literal, like 2.0 in x * 2.0
+        if type(x) in (bool, int, float):  # weak literal, like 2.0 in x * 2.0 (not np.float64)
             return self._add_var(self._unique("literal", taken), VariableType.CONSTANT,
                                  type_of(x), np.asarray(x)).name
         if isinstance(x, OpSurface) and not isinstance(x, NDArray):
@@ -379,7 +379,7 @@ class SameDiff:
         self._node_names.add(node_name)
         created = [self._add_var(o, VariableType.ARRAY, t, producer=node)
                    for o, t in zip(outs, out_types)]
-        return created[0] if len(created) == 1 else tuple(created)
+        return tuple(created) if op.multi_output or len(created) != 1 else created[0]
 
     # -- execution ------------------------------------------------------------------------
     def output(self, placeholders: Mapping[str, Any] | None, *outputs: str) -> dict[str, NDArray]:
@@ -400,6 +400,18 @@ class SameDiff:
         interpreter.run_nodes(nodes, values)
         return {n: NDArray(values[n].copy() if self._vars[n].value is not None else values[n])
                 for n in names}
+
+    def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
+        """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the
+        output variables as a tuple (ND4J ``sd.doUdf``). Pass ``name=`` to name them."""
+        from .ops import get_op
+        op = getattr(udf, "op", udf)
+        op = get_op(op) if isinstance(op, str) else op
+        name = properties.pop("name", None)
+        out = self._record(op, list(inputs), properties, name)
+        return out if isinstance(out, tuple) else (out,)
+
+    doUdf = do_udf
 
     # -- losses and gradients ---------------------------------------------------------------
     @property
@@ -468,13 +480,31 @@ class SameDiff:
         from .namespaces import summary_text
         return summary_text(self)
 
+    # -- persistence (samediff/serialize.py) ------------------------------------------------
+    def save(self, path: Any, save_updater_state: bool = True) -> None:
+        """Save the graph and its VARIABLE/CONSTANT values to ``path`` (a zip of
+        ``graph.json`` + ``.npy`` arrays), atomically: a failed save leaves any old file intact.
+
+        >>> sd.save("model.sdz"); sd2 = SameDiff.load("model.sdz")  # doctest: +SKIP
+        """
+        from . import serialize  # serialize sits above graph (it imports it), like namespaces
+        serialize.save(self, path, save_updater_state=save_updater_state)
+
+    @classmethod
+    def load(cls, path: Any) -> "SameDiff":
+        """Load a graph written by ``save``. Never runs code from the file; raises a
+        ``SerializationError`` subclass (``CorruptFileError``, ``FormatVersionError``,
+        ``UnknownOpError``) for a file it cannot trust."""
+        from . import serialize
+        return serialize.load(path, cls)
+
     def __repr__(self) -> str:
         return f"SameDiff({len(self._vars)} variables, {len(self._nodes)} ops)"
 
 
 def as_value(x: Any) -> Any:
     """Runtime-like value of a non-variable input, for type inference."""
-    if isinstance(x, (bool, int, float)):
+    if type(x) in (bool, int, float):
         return x
     return as_numpy(x)
 

@@ -124,3 +124,15 @@ def install_surface() -> None:
         setattr(OpSurface, op_name + "i", _inplace_method(op_name, operator=False))
     for dunder, op_name in _INPLACE_DUNDERS.items():
         setattr(OpSurface, dunder, _inplace_method(op_name, operator=True))
+
+
+def add_op_methods(op: OpDef) -> None:
+    """Give ``OpSurface`` a method for an op registered after start-up (a user-defined op)."""
+    if op.method and op.name not in OpSurface.__dict__:
+        setattr(OpSurface, op.name, _op_method(op))
+
+
+def remove_op_methods(name: str) -> None:
+    method = OpSurface.__dict__.get(name)
+    if method is not None and getattr(method, "__name__", None) == name:
+        delattr(OpSurface, name)

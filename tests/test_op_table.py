@@ -82,7 +82,12 @@ def _public(op: OpDef, inputs: list, attrs: dict) -> Any:
     if op.name in ("zeros", "ones"):  # nd.zeros(*shape, dtype=)
         return getattr(nd, op.name)(attrs["shape"], dtype=attrs.get("dtype"))
     fn = getattr(nd, op.name)
-    return fn(list(inputs), **attrs) if op.variadic else fn(*inputs, **attrs)
+    if op.variadic:
+        return fn(list(inputs), **attrs)
+    # optional inputs by keyword: positionally only array-likes bind to them (binding.py)
+    required = [x for spec, x in zip(op.inputs, inputs) if not spec.endswith("?")]
+    optional = {spec[:-1]: x for spec, x in zip(op.inputs, inputs) if spec.endswith("?")}
+    return fn(*required, **optional, **attrs)
 
 
 def _assert_close(got: np.ndarray, want: Any, sample: Sample, what: str) -> None:
@@ -112,7 +117,8 @@ def _assert_same(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], what
 
 
 def test_every_op_has_samples():
-    missing = sorted(set(REGISTRY) - set(SAMPLES))
+    # user-defined ops (samediff.udf) join the table at run time; the built-in ones need samples
+    missing = sorted(n for n, op in REGISTRY.items() if op.namespace != "udf" and n not in SAMPLES)
     unknown = sorted(set(SAMPLES) - set(REGISTRY))
     counts = sorted(n for n, s in SAMPLES.items() if not 1 <= len(s) <= 4)
     assert not missing, f"ops without samples in tests/op_samples.py: {missing}"
@@ -229,8 +235,8 @@ def test_samediff_unknown_leading_dim(name, i, dtype):
     assert len(outs) == len(want)
     for v, w in zip(outs, want):
         compatible = len(v.shape) == w.ndim and all(d in (-1, a) for d, a in zip(v.shape, w.shape))
-        assert compatible and v.dtype == w.dtype, (
-            f"{name}: inferred {v.dtype}{list(v.shape)} does not fit eager {w.dtype}{list(w.shape)}")
+        assert compatible and v.dtype == w.dtype, (f"{name}: inferred {v.dtype}{list(v.shape)} "
+                                                   f"does not fit eager {w.dtype}{list(w.shape)}")
     _assert_same(_run(sd, outs, feeds, False), want, f"SameDiff(-1) {name}")
 
 

@@ -55,7 +55,20 @@ def _flatten(obj: Any, leaves: list) -> Any:
     except TypeError:
         raise TypeError(f"compiled functions take arrays, and hashable non-array arguments "
                         f"(they are part of the cache key); got {type(obj).__name__}") from None
-    return ("static", obj)
+    return ("static", obj, type(obj))  # typed: 2, 2.0 and True are equal but promote differently
+
+
+def _fresh_leaves(obj: Any) -> Any:
+    """``obj`` with every array replaced by a new NDArray over the same buffer: while tracing,
+    each argument gets its own input slot, distinct from other arguments and from captured
+    arrays even when the caller passed the same object (the plan is replayed with others)."""
+    if isinstance(obj, NDArray):
+        return NDArray(obj._data)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_fresh_leaves(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _fresh_leaves(v) for k, v in obj.items()}
+    return obj
 
 
 def _unflatten(structure: Any, leaves: list) -> Any:
@@ -123,8 +136,11 @@ class CompiledFunction:
 
     def _trace_and_run(self, args: tuple, kwargs: dict, leaves: list[NDArray], signature: Any) -> Any:
         trace = Trace(owner=f"compiled function {self.name!r}")
-        for leaf in leaves:
-            trace.add_input(leaf)
+        args, kwargs = _fresh_leaves(args), _fresh_leaves(kwargs)
+        proxies: list[NDArray] = []
+        _flatten((args, kwargs), proxies)  # same order as ``leaves``
+        for proxy in proxies:
+            trace.add_input(proxy)
         token = CURRENT_TRACE.set(trace)
         try:
             result = self.fn(*args, **kwargs)
@@ -140,18 +156,23 @@ class CompiledFunction:
         out_slots = tuple(sorted(set(result_slots) | {s for _, s in writebacks}))
         plan = trace.plan_for(out_slots)
         index = {s: i for i, s in enumerate(out_slots)}
-        by_id = {id(leaf): i for i, leaf in enumerate(leaves)}
+        by_id = {id(proxy): i for i, proxy in enumerate(proxies)}
         sources = [("arg", by_id[id(o)]) if id(o) in by_id else ("obj", o) for o in trace.input_objects]
         entry = _Entry(plan, trace, sources, _relabel(out_structure, [index[s] for s in result_slots]),
                        out_slots, [(_source_for(t, by_id), index[s]) for t, s in writebacks])
         trace.discard()  # LazyArrays made while tracing are internal; replay produces the results
+        try:
+            result = self._replay(entry, leaves)
+        except BaseException:  # not kept: a plan that fails on its first run must not be replayed
+            PLAN_CACHE.discard(plan)
+            raise
         with self._lock:
             self._entries[signature] = entry
             if not kwargs and len(leaves) == len(args) and all(type(a) is NDArray for a in args):
                 self._fast[signature[1]] = entry
             self._last = entry
             self.traces += 1
-        return self._replay(entry, leaves)
+        return result
 
     # -- ND4J-style and inspection ----------------------------------------------------------
     @property

@@ -85,6 +85,12 @@ class LazyArray(NDArray):
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
 
+    def dup(self, order: str = "c") -> NDArray:
+        """A copy; while tracing it is recorded (a same-dtype cast, which always copies)."""
+        if self._state is READY:
+            return super().dup(order)
+        return self.cast_to(self.dtype)
+
     def __repr__(self) -> str:
         if self._state is READY:
             return super().__repr__()

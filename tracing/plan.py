@@ -127,6 +127,12 @@ class PlanCache:
                 f"trace and a compile: keep shapes/dtypes/attributes stable, or pass changing "
                 f"values as arrays")
 
+    def discard(self, plan: Any) -> None:
+        """Forget ``plan`` (it failed at run time): the next request for its key builds anew."""
+        with self._lock:
+            for key in [k for k, p in self._plans.items() if p is plan]:
+                del self._plans[key]
+
     def resize(self, maxsize: int) -> None:
         if maxsize < 1:
             raise ValueError(f"plan cache size must be >= 1, got {maxsize}")

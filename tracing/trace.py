@@ -62,6 +62,12 @@ class Trace:
         if slot is not None:
             return slot
         value = obj._data if isinstance(obj, NDArray) else as_numpy(obj)
+        for target, _ in self._writebacks.values():  # reading it would miss a pending update
+            if target is not obj and np.may_share_memory(target._data, value):
+                raise TracingError("an array used in this graph_scope shares memory with an array "
+                                   "updated in place earlier in it (a view, or the base of one); "
+                                   "the traced read would not see the update. Use the functional "
+                                   "form (add instead of addi...)")
         slot = self._new_slot(TensorType(value.shape, value.dtype))
         self.input_slots.append(slot)
         self.input_objects.append(obj if isinstance(obj, (NDArray, np.ndarray)) else value)
@@ -96,7 +102,7 @@ class Trace:
             self._viewed.update(slots)
             self._view_results.update(outs)
         origin = (op.name, index)
-        if len(outs) == 1:
+        if len(outs) == 1 and not op.multi_output:
             lazy = LazyArray(self, outs[0], out_types[0], origin)
             self._lazies.append(weakref.ref(lazy))
             return lazy
@@ -170,6 +176,7 @@ class Trace:
         try:
             values = dict(zip(out_slots, plan.execute(self.input_values())))
         except BaseException:
+            PLAN_CACHE.discard(plan)  # a plan that failed is not replayed for the next trace
             self.discard()
             raise
         for x in alive:

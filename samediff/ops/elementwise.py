@@ -42,7 +42,10 @@ def _softplus(x):
 
 
 def _round_half_away(x):
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    # Not floor(|x| + 0.5): that addition rounds (0.49999997 + 0.5 -> 1 in float32, and odd
+    # values above 2**23 / 2**52 go to the next even one). The fraction x - trunc(x) is exact.
+    t = np.trunc(x)
+    return np.where(np.greater_equal(np.abs(x - t), 0.5), t + np.sign(x), t)
 
 
 def _gelu(x, *, approximate):

@@ -21,7 +21,8 @@ def _reduce_to_like(g, like):
         raise ValueError(f"cannot reduce shape {g.shape} to the larger rank of {shape}")
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
                                       if d == 1 and g.shape[lead + i] != 1)
-    out = np.sum(g, axis=axes, keepdims=True) if axes else g
+    # dtype=g.dtype: numpy would widen int32 sums to int64; the result keeps g's dtype (infer)
+    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
     return out.reshape(shape) if out.shape != shape else out
 
 

@@ -41,11 +41,13 @@ def _fit(x: Shape, param: Shape, what: str, of: str = "x") -> Shape:
 
 
 def _vector(p: Shape, what: str, x: Shape, axis: int, of: str = "x") -> Shape:
-    """Check that a parameter of shape ``p`` is 1-D and fits x's ``axis``; return x's shape
-    refined by it."""
+    """Check that a parameter of shape ``p`` is 1-D and fits x's ``axis`` (or is a scalar,
+    which the kernels broadcast); return x's shape refined by it."""
+    if len(p) == 0:
+        return tuple(x)
     if len(p) != 1:
-        raise ValueError(f"{what} must be 1-D (one value per entry of x's dim {axis}), "
-                         f"got shape {p}")
+        raise ValueError(f"{what} must be 1-D (one value per entry of x's dim {axis}) or a "
+                         f"scalar, got shape {p}")
     placed = [1] * len(x)
     placed[axis] = p[0]
     return _fit(x, tuple(placed), what, of)

@@ -150,7 +150,7 @@ def encode_attr(value: Any) -> Any:
 # OpDef
 # --------------------------------------------------------------------------------------------
 
-NAMESPACES = ("base", "math", "nn", "linalg", "random", "shape", "creation")
+NAMESPACES = ("base", "math", "nn", "linalg", "random", "shape", "creation", "udf")
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,6 +169,7 @@ class OpDef:
     method: bool = True              # exposed as a method of arrays/variables (self = 1st input)
     elementwise: bool = False
     random: bool = False             # draws from the global generator: never folded or deduped
+    multi_output: bool = False       # results are always a tuple (split, unstack), even of one
     scalar: Any = None               # filled by the compiler issue: scalar expression template
     grad: Any = None                 # filled by the autodiff issue: gradient rule
     attrs_type: type = field(init=False, repr=False)

@@ -230,8 +230,9 @@ define("stack", ["*xs"], _stack_infer, lambda *xs, axis: np.stack(xs, axis=axis)
        doc="Join same-shaped arrays along a new ``axis``; dtype promoted like numpy.")
 define("unstack", ["x"], _unstack_infer,
        lambda x, *, axis: tuple(np.moveaxis(np.asarray(x), axis, 0)), attrs=_AXIS0, **_SHAPE,
+       multi_output=True,
        doc="Split along ``axis`` into a tuple of ``x.shape[axis]`` arrays without that dim.")
-define("split", ["x"], _split_infer, _split,
+define("split", ["x"], _split_infer, _split, multi_output=True,
        attrs={"num_or_sizes": (Attr.INTS, REQUIRED), **_AXIS0}, **_SHAPE,
        doc="Split along ``axis``: one int n = n equal parts, several = part sizes (one may be -1).")
 

@@ -1,0 +1,121 @@
+"""User-defined ops (ND4J's ``@UserDefinedOp``, seed 001 "User-Defined Functions").
+
+A UDF is registered into the same op table as built-in ops, so it works eagerly
+(``nd.<name>(...)``, as a method), in SameDiff graphs (``sd.do_udf(...)`` or
+``sd.all_ops.<name>``), under tracing, gradient checking and save/load. Its *properties*
+become typed op attributes, so they are part of cache keys and are saved with the graph.
+Loading a graph whose UDF is not registered raises ``UnknownOpError`` naming it.
+
+>>> import numpy as np
+>>> from samediff import udf, SameDiff
+>>> @udf.op(inputs=("x", "y"), properties={"scale": 1.0}, replace=True)
+... def scaled_add(x, y, *, scale):
+...     "(x + y) * scale"
+...     return (x + y) * scale
+>>> @scaled_add.gradient
+... def _(F, ins, outs, gs, attrs):
+...     g = gs[0] * attrs.scale
+...     return [g, g]
+>>> scaled_add(np.ones(2), np.ones(2), scale=3.0).numpy().tolist()
+[6.0, 6.0]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from . import surface
+from .array import bind
+from .binding import split_call
+from .errors import OpError
+from .ops import REGISTRY, Attr, OpDef, TensorType, define
+from .ops.families import broadcast_shapes, probe_dtypes
+from .ops.registry import NONDIFF, AttrKind
+from .ops.validate import check_op
+
+_KIND_OF = {bool: Attr.BOOL, int: Attr.INT, float: Attr.FLOAT, str: Attr.STR}
+USER_OPS: dict[str, "UserOp"] = {}
+
+
+def _property_kinds(properties: Mapping[str, Any]) -> dict[str, tuple[AttrKind, Any]]:
+    kinds = {}
+    for name, default in properties.items():
+        kind = _KIND_OF.get(type(default))
+        if kind is None:
+            raise OpError(f"UDF property {name!r}: default {default!r} must be a bool, int, float "
+                          f"or str (properties are serialized with the graph)")
+        kinds[name] = (kind, default)
+    return kinds
+
+
+def _elementwise_infer(op_name: str) -> Callable:
+    def infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
+        shape = broadcast_shapes(*(t.shape for t in types))
+        sig = tuple((t.dtype, t.weak) for t in types)
+        return [TensorType(shape, d) for d in probe_dtypes(REGISTRY[op_name], attrs, sig)]
+    return infer
+
+
+class UserOp:
+    """The callable handle of a registered UDF: call it eagerly, decorate its gradient."""
+
+    def __init__(self, op: OpDef) -> None:
+        self.op = op
+        self.__name__ = op.name
+        self.__doc__ = op.doc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inputs, attrs, name = split_call(self.op, args, kwargs)
+        return bind(self.op, inputs, attrs, name)
+
+    def gradient(self, rule: Callable[..., list]) -> Callable[..., list]:
+        """Decorator: the UDF's gradient rule ``rule(F, ins, outs, gs, attrs)``, written with
+        existing ops (``F.mul``, operators on the variables...)."""
+        object.__setattr__(self.op, "grad", rule)
+        return rule
+
+    def __repr__(self) -> str:
+        return f"<user-defined op {self.op.name}>"
+
+
+def register(name: str, forward: Callable[..., Any], *, inputs: Sequence[str] = ("x",),
+             infer: Callable[..., Any] | None = None, gradient: Callable[..., list] | None = None,
+             properties: Mapping[str, Any] | None = None, doc: str = "",
+             replace: bool = False) -> UserOp:
+    """Register a user-defined op.
+
+    ``forward(*arrays, **properties)`` is its numpy implementation; ``infer(types, attrs)``
+    returns the output ``TensorType`` (s) — by default the op is treated as elementwise
+    (broadcast shape, dtype found by running ``forward`` on tiny arrays); ``gradient`` is
+    optional (without it, gradients through the op raise a clear error)."""
+    if name in REGISTRY:
+        if not replace or name not in USER_OPS:
+            raise OpError(f"an op named {name!r} already exists"
+                          + ("" if name not in USER_OPS else "; pass replace=True to redefine it"))
+        unregister(name)
+    kinds = _property_kinds(properties or {})
+    op = define(name, list(inputs), infer or _elementwise_infer(name), forward, attrs=kinds,
+                namespace="udf", doc=doc or (forward.__doc__ or f"User-defined op {name}.").strip(),
+                grad=gradient if gradient is not None else NONDIFF)
+    problems = check_op(op)
+    if problems:
+        del REGISTRY[name]
+        raise OpError(f"user-defined op {name!r} is invalid: {'; '.join(problems)}")
+    surface.add_op_methods(op)
+    handle = USER_OPS[name] = UserOp(op)
+    return handle
+
+
+def op(name: str | None = None, **options: Any) -> Callable[[Callable], UserOp]:
+    """Decorator form of ``register``: the function is the forward; its name is the op's."""
+    def decorate(forward: Callable[..., Any]) -> UserOp:
+        return register(name or forward.__name__, forward, **options)
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a user-defined op (built-in ops cannot be removed)."""
+    if name not in USER_OPS:
+        raise OpError(f"{name!r} is not a user-defined op")
+    del USER_OPS[name]
+    del REGISTRY[name]
+    surface.remove_op_methods(name)
