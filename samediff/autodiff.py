@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import NdError
 from .namespaces import OpNamespace
-from .ops.registry import NONDIFF, get_op
+from .ops.registry import NONDIFF
 
 if TYPE_CHECKING:
     from .graph import SameDiff, SDVariable
