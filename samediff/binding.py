@@ -32,8 +32,14 @@ def is_array_like(value: Any) -> bool:
 
 def split_call(op: OpDef, args: tuple, kwargs: dict) -> tuple[list, dict, str | None]:
     """Split a call's arguments into (inputs, attrs, name) following the rules above."""
-    if not kwargs and not op.variadic and len(args) == len(op.inputs) and op.min_inputs == len(args):
-        return list(args), {}, None  # fast path: exactly the required inputs, nothing else
+    if not kwargs and not op.variadic and op.min_inputs == len(op.inputs):
+        n = len(op.inputs)
+        if len(args) == n:
+            return list(args), {}, None  # fast path: exactly the required inputs, nothing else
+        if len(args) > n and op.attr_kinds and all(type(a) is int for a in args[n:]):
+            first, (kind, _) = next(iter(op.attr_kinds.items()))
+            if kind.name in _SEQUENCE_KINDS:  # fast path: x.sum(0, 1), x.reshape(2, 3)
+                return list(args[:n]), {first: tuple(args[n:])}, None
     kwargs = dict(kwargs)
     name = kwargs.pop("name", None)
     args = list(args)

@@ -534,3 +534,24 @@ def test_default_planner_is_interpreter():
     with nd.graph_scope() as scope:
         arr(A) + 1
     assert isinstance(scope.plan, InterpreterPlan)
+
+
+def test_planner_that_fails_to_compile_falls_back_to_the_interpreter(caplog):
+    def broken_planner(nodes, inputs, outputs):
+        raise RuntimeError("kernel generation failed")
+
+    previous = set_planner(broken_planner)
+    try:
+        x = arr([1.0, -2.0, 3.0])
+        with caplog.at_level("WARNING", logger="nd4py.plan"):
+            with nd.graph_scope() as scope:
+                y = nd.nn.relu(x) * 2.0
+                z = y.sum()
+        assert y.numpy().tolist() == [2.0, 0.0, 6.0] and z.item() == 8.0  # every output filled
+        assert isinstance(scope.plan, InterpreterPlan)
+        assert "kernel generation failed" in scope.plan.reason
+        assert "fallback" in scope.plan.explain()
+        assert stats()["fallbacks"] == 1
+        assert any("kernel generation failed" in r.message for r in caplog.records)
+    finally:
+        set_planner(previous)

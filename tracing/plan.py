@@ -11,6 +11,7 @@ compiled function or a ``graph_scope`` call site) keeps producing new keys.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from collections import OrderedDict
@@ -19,6 +20,9 @@ from typing import Any, Callable, Hashable, Sequence
 
 from samediff import interpreter
 from samediff.graph import Node
+
+
+log = logging.getLogger("nd4py.plan")
 
 
 class RetraceWarning(UserWarning):
@@ -75,7 +79,21 @@ def set_planner(planner: Planner) -> Planner:
 
 
 def build_plan(nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int]) -> Any:
-    return _planner(nodes, input_slots, output_slots)
+    """Build a plan with the installed planner; if it fails, fall back to the interpreter (which
+    fills every output) and record why — the failure is logged once per distinct reason."""
+    try:
+        return _planner(nodes, input_slots, output_slots)
+    except Exception as exc:  # noqa: BLE001 - any planner failure must degrade, not break
+        if _planner is InterpreterPlan:
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+        if reason not in _logged_reasons:
+            _logged_reasons.add(reason)
+            log.warning("plan compilation failed, using the interpreter: %s", reason)
+        return InterpreterPlan(nodes, input_slots, output_slots, reason=reason)
+
+
+_logged_reasons: set[str] = set()
 
 
 RETRACE_LIMIT = 8

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
-from .registry import TensorType, define, get_op
+from .registry import define
 
 Shape = tuple[int, ...]
 

@@ -46,7 +46,8 @@ def _log_sum_exp(x, *, dims, keep_dims):
     return out
 
 
-reduction("sum", lambda x, *, dims, keep_dims: np.sum(x, axis=dims, keepdims=keep_dims),
+# np.add.reduce is np.sum without its Python-level wrapper (same results and dtypes).
+reduction("sum", lambda x, *, dims, keep_dims: np.add.reduce(x, axis=dims, keepdims=keep_dims),
           namespace="base", doc="Sum over ``dims`` (numpy dtype rules: small ints -> int64).")
 reduction("mean", lambda x, *, dims, keep_dims: np.mean(x, axis=dims, keepdims=keep_dims),
           namespace="base", doc="Arithmetic mean over ``dims`` (ints -> float64).")
