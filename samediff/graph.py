@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from . import interpreter
+from .compiler import get_executor, make_plan
 from .array import NDArray, as_numpy, type_of
 from .binding import is_array_like
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
@@ -156,6 +157,8 @@ class SameDiff:
         self._scopes: list[str] = []
         self._name_counts: dict[str, int] = {}
         self._losses: list[str] = []
+        self._plans: dict[tuple, Any] = {}
+        self._version = 0  # bumped by renames and type changes: cached plans name variables
         self._grad_cache: dict[tuple, dict[str, str]] = {}
         from .namespaces import attach_namespaces
         attach_namespaces(self)
@@ -200,6 +203,7 @@ class SameDiff:
         return full
 
     def _rename(self, old: str, new: str) -> None:
+        self._version += 1
         if new in self._vars:
             raise GraphError(f"rename: a variable named {new!r} already exists")
         info = self._vars.pop(old)
@@ -309,6 +313,7 @@ class SameDiff:
             raise GraphError(f"convert_to_constant: {info.name!r} is an {info.vtype.value} "
                              f"(op output) and cannot become a constant")
         info.vtype = VariableType.CONSTANT
+        self._version += 1
         return info.sdvar  # type: ignore[return-value]
 
     def convert_to_variable(self, var: SDVariable | str) -> SDVariable:
@@ -397,9 +402,36 @@ class SameDiff:
         producers = {o: n for n in self._nodes for o in n.outputs}
         nodes = interpreter.needed_nodes(self._nodes, producers, names)
         values = self._initial_values(placeholders or {}, nodes, names)
-        interpreter.run_nodes(nodes, values)
-        return {n: NDArray(values[n].copy() if self._vars[n].value is not None else values[n])
-                for n in names}
+        plan = self._plan(nodes, values, names)
+        results = plan.execute([values[k] for k in plan.input_slots])
+        return {n: NDArray(r.copy() if self._vars[n].value is not None else np.asarray(r))
+                for n, r in zip(names, results)}
+
+    def _plan(self, nodes: list[Node], values: dict[str, Any], names: list[str]) -> Any:
+        """The (cached) plan computing ``names`` from these inputs: compiled by default.
+        Cached per requested outputs, input dtypes/shapes and graph version."""
+        inputs = sorted(values)
+        types = {k: self._runtime_type(k, values[k]) for k in inputs}
+        key = (tuple(names), tuple((k, types[k]) for k in inputs), len(self._nodes), self._version,
+               get_executor())
+        plan = self._plans.get(key)
+        if plan is None:
+            for node in nodes:  # concrete types: placeholders' -1 dims are now known
+                try:
+                    outs = node.op.infer_types([types[i] for i in node.inputs], node.attrs)
+                except (OpError, NdDTypeError) as err:
+                    raise type(err)(f"{err} [in node {node.name!r}]") from None
+                types.update(zip(node.outputs, outs))
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            plan = self._plans[key] = make_plan(nodes, inputs, names, types)
+        return plan
+
+    def _runtime_type(self, name: str, value: Any) -> TensorType:
+        info = self._vars[name]
+        if info.ttype.weak:
+            return info.ttype
+        return TensorType(np.shape(value), np.asarray(value).dtype)
 
     def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
         """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the

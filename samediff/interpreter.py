@@ -46,3 +46,29 @@ def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
             for name, o in zip(node.outputs, out):
                 values[name] = np.asarray(o)
     return values
+
+
+class InterpreterPlan:
+    """Runs the needed nodes one by one with their numpy implementations."""
+
+    kind = "interpreter"
+
+    def __init__(self, nodes: Sequence[Any], input_slots: Sequence[Any], output_slots: Sequence[Any],
+                 types: Any = None, reason: str = "") -> None:
+        producers = {o: n for n in nodes for o in n.outputs}
+        self.nodes = needed_nodes(nodes, producers, output_slots)
+        self.input_slots = tuple(input_slots)
+        self.output_slots = tuple(output_slots)
+        self.reason = reason  # why this plan is not compiled, if a compiler declined it
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        values: dict[Any, Any] = dict(zip(self.input_slots, inputs))
+        run_nodes(self.nodes, values)
+        return [values[s] for s in self.output_slots]
+
+    def explain(self) -> str:
+        head = f"plan: interpreter, {len(self.nodes)} node(s)"
+        if self.reason:
+            head += f" (fallback: {self.reason})"
+        ops = ", ".join(n.op.name for n in self.nodes)
+        return f"{head}\n  ops: {ops or '-'}"

@@ -2,7 +2,8 @@
 
 A *plan* executes a traced graph: ``plan.execute(input_values) -> output_values``. The planner
 that turns (nodes, output slots) into a plan is replaceable (``set_planner``), so the fused
-compiler slots in without tracing changing. The default planner runs the SameDiff interpreter.
+compiler slots in without tracing changing. The default planner is ``samediff.compiler.make_plan``
+(fused Numba kernels, or the interpreter when ``ND4PY_EXECUTOR=interpreter``).
 
 The cache is keyed by the op sequence — op names, attributes and wiring — plus the input
 dtypes, ranks and broadcast patterns, and which values are wanted. It is an LRU, bounded,
@@ -18,8 +19,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Hashable, Sequence
 
-from samediff import interpreter
+from samediff.compiler import make_plan
 from samediff.graph import Node
+from samediff.interpreter import InterpreterPlan
 
 
 log = logging.getLogger("nd4py.plan")
@@ -41,34 +43,9 @@ class CacheStats:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class InterpreterPlan:
-    """Runs the needed nodes one by one with their numpy implementations."""
-
-    kind = "interpreter"
-
-    def __init__(self, nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int],
-                 reason: str = "") -> None:
-        producers = {o: n for n in nodes for o in n.outputs}
-        self.nodes = interpreter.needed_nodes(nodes, producers, output_slots)
-        self.input_slots = tuple(input_slots)
-        self.output_slots = tuple(output_slots)
-        self.reason = reason  # why this plan is not compiled, if a compiler declined it
-
-    def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        values = dict(zip(self.input_slots, inputs))
-        interpreter.run_nodes(self.nodes, values)
-        return [values[s] for s in self.output_slots]
-
-    def explain(self) -> str:
-        head = f"plan: interpreter, {len(self.nodes)} node(s)"
-        if self.reason:
-            head += f" (fallback: {self.reason})"
-        ops = ", ".join(n.op.name for n in self.nodes)
-        return f"{head}\n  ops: {ops or '-'}"
-
-
-Planner = Callable[[Sequence[Node], Sequence[int], Sequence[int]], Any]
-_planner: Planner = InterpreterPlan
+#: ``planner(nodes, input_slots, output_slots, types) -> plan``; ``types[slot]`` is a TensorType.
+Planner = Callable[[Sequence[Node], Sequence[int], Sequence[int], Any], Any]
+_planner: Planner = make_plan
 
 
 def set_planner(planner: Planner) -> Planner:
@@ -78,19 +55,22 @@ def set_planner(planner: Planner) -> Planner:
     return previous
 
 
-def build_plan(nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int]) -> Any:
+def build_plan(nodes: Sequence[Node], input_slots: Sequence[int], output_slots: Sequence[int],
+               types: Any = None) -> Any:
     """Build a plan with the installed planner; if it fails, fall back to the interpreter (which
     fills every output) and record why — the failure is logged once per distinct reason."""
     try:
-        return _planner(nodes, input_slots, output_slots)
+        return _planner(nodes, input_slots, output_slots, types)
     except Exception as exc:  # noqa: BLE001 - any planner failure must degrade, not break
         if _planner is InterpreterPlan:
+            raise
+        if getattr(exc, "strict", False):
             raise
         reason = f"{type(exc).__name__}: {exc}"
         if reason not in _logged_reasons:
             _logged_reasons.add(reason)
             log.warning("plan compilation failed, using the interpreter: %s", reason)
-        return InterpreterPlan(nodes, input_slots, output_slots, reason=reason)
+        return InterpreterPlan(nodes, input_slots, output_slots, types, reason=reason)
 
 
 _logged_reasons: set[str] = set()
@@ -173,7 +153,7 @@ class PlanCache:
 
 def describe_key_change(old: tuple, new: tuple) -> str:
     """Name the first part of a plan key that differs (ops, attrs, wiring, dtypes, shapes...)."""
-    (old_nodes, old_ins, old_outs), (new_nodes, new_ins, new_outs) = old, new
+    (old_nodes, old_ins, old_outs, *_), (new_nodes, new_ins, new_outs, *_) = old, new
     if [n[0] for n in old_nodes] != [n[0] for n in new_nodes]:
         return "op sequence"
     for a, b in zip(old_nodes, new_nodes):

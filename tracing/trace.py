@@ -14,6 +14,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 
 from samediff.array import NDArray, as_numpy, type_of
+from samediff.compiler import get_executor
 from samediff.errors import NdDTypeError, OpError, TracingError
 from samediff.graph import Node, SameDiff, VariableType
 from samediff.ops import OpDef, TensorType, get_op
@@ -161,8 +162,10 @@ class Trace:
         return nodes, ins, output_slots
 
     def plan_for(self, output_slots: tuple[int, ...]) -> Any:
-        build: Callable[[], Any] = lambda: build_plan(self.nodes, self.input_slots, output_slots)
-        return PLAN_CACHE.get_or_build(self.key(output_slots), build, self.owner)
+        build: Callable[[], Any] = lambda: build_plan(self.nodes, self.input_slots, output_slots,
+                                                      self.types)
+        key = (*self.key(output_slots), get_executor())  # a plan is specific to its executor
+        return PLAN_CACHE.get_or_build(key, build, self.owner)
 
     def input_values(self) -> list[Any]:
         return [o._data if isinstance(o, NDArray) else o for o in self.input_objects]

@@ -1,0 +1,139 @@
+"""Render a fused elementwise group to Python source and load it as Numba kernels.
+
+A group is described by a ``KernelSpec`` (hashable, shape-generic: ranks, dtypes and broadcast
+patterns, never sizes). Its source defines two kernels with the same body, ``kernel_par``
+(``prange`` over the outer loop) and ``kernel_ser``; the plan picks one by size. Every temporary
+is stored through an explicit cast to its node's dtype, and constants are typed, so float32
+stays float32.
+
+Compiled kernels are cached on disk: the source goes to ``<cache dir>/k_<hash>.py`` (hash of the
+source plus Python/NumPy/Numba versions) and Numba's own ``cache=True`` keeps the machine code
+beside it, so a new process loads instead of recompiling. The directory is configurable
+(``ND4PY_CACHE_DIR``) and safe to delete at any time.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .exprs import Emitter
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_PREFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.bool_): "np.bool_"}
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    op: Any                 # OpDef (its scalar expression renders the element)
+    attrs: Any
+    args: tuple[str, ...]   # refs: a<k> (array input), s<k> (scalar input), t<k> (temporary)
+    out: str
+    out_dtype: np.dtype
+    compute: np.dtype | None  # float dtype the node computes in (None: bool logic)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    rank: int
+    flat: bool                                    # all arrays have the output's shape
+    arrays: tuple[tuple[np.dtype, tuple[bool, ...]], ...]   # dtype, broadcast dims (True)
+    scalars: int
+    nodes: tuple[NodeSpec, ...]
+    outputs: tuple[tuple[str, np.dtype], ...]
+
+
+def _arg(ref: str, compute: np.dtype | None) -> str:
+    if ref.startswith("s") and compute is not None:
+        return f"{_PREFIX[compute]}({ref})"  # weak scalars take the node's compute dtype
+    return ref
+
+
+def render(spec: KernelSpec) -> str:
+    """Python source of the kernels for ``spec``."""
+    body: list[str] = []
+    if spec.flat:
+        index = ["i"]
+        loops = [("i", "o0.size")]
+    else:
+        index = [f"i{d}" for d in range(spec.rank)]
+        loops = [(f"i{d}", f"o0.shape[{d}]") for d in range(spec.rank)]
+    for k, (_, pattern) in enumerate(spec.arrays):
+        if spec.flat:
+            body.append(f"a{k} = in{k}[i]")
+        else:
+            idx = ", ".join("0" if b else index[d] for d, b in enumerate(pattern))
+            body.append(f"a{k} = in{k}[{idx}]" if spec.rank else f"a{k} = in{k}[()]")
+    for n in spec.nodes:
+        expr = n.op.scalar(Emitter(n.compute or np.float64, n.attrs),
+                           *(_arg(a, n.compute) for a in n.args))
+        body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
+    out_idx = "i" if spec.flat else (", ".join(index) if spec.rank else "()")
+    for k, (ref, _) in enumerate(spec.outputs):
+        body.append(f"o{k}[{out_idx}] = {ref}")
+    params = ", ".join([f"in{k}" for k in range(len(spec.arrays))]
+                       + [f"s{k}" for k in range(spec.scalars)]
+                       + [f"o{k}" for k in range(len(spec.outputs))])
+    lines = ["import math", "import numpy as np", "import numba", "from numba import prange",
+             "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
+             "f64 = np.float64", ""]
+    for name, parallel in (("kernel_par", True), ("kernel_ser", False)):
+        lines.append(f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)")
+        lines.append(f"def {name}({params}):")
+        if not loops:  # rank-0 output
+            lines += ["    " + b for b in body]
+        else:
+            depth = 1
+            for d, (var, bound) in enumerate(loops):
+                rng = "prange" if (parallel and d == 0) else "range"
+                lines.append("    " * depth + f"for {var} in {rng}({bound}):")
+                depth += 1
+            lines += ["    " * depth + b for b in body]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cache_dir() -> Path:
+    """Where generated kernels live (``ND4PY_CACHE_DIR``, default ``~/.cache/nd4py/kernels``)."""
+    env = os.environ.get("ND4PY_CACHE_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "nd4py"
+    return base / "kernels"
+
+
+def _versions() -> str:
+    import numba
+    return f"py{sys.version_info[:3]}-np{np.__version__}-nb{numba.__version__}"
+
+
+_loaded: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def load(source: str) -> Any:
+    """The module for ``source`` (loaded once per process; compiled once per machine)."""
+    digest = hashlib.sha256((_versions() + "\n" + source).encode()).hexdigest()[:24]
+    with _lock:
+        module = _loaded.get(digest)
+        if module is not None:
+            return module
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"k_{digest}.py"
+        if not path.exists() or path.read_text() != source:
+            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)  # atomic: concurrent processes never see half a file
+        spec = importlib.util.spec_from_file_location(f"nd4py_kernel_{digest}", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        _loaded[digest] = module
+        return module

@@ -1,0 +1,81 @@
+"""Element functions generated kernels call, by dtype: ``<name>_f32`` and ``<name>_f64``.
+
+float32 versions are the vectorizable approximations of ``fastmath`` (documented error bounds,
+tested over the whole float32 range); float64 versions use libm, which is exact to an ulp.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_tanh_f32,  # noqa: F401
+                       log1p_f32, log_f32, log_sigmoid_f32, sigmoid_f32, softplus_f32, swish_f32,
+                       tanh_f32)
+
+_jit = numba.njit(inline="always", cache=False)
+_HALF = np.float64(0.5)
+_SQRT_2_OVER_PI = np.float64(math.sqrt(2.0 / math.pi))
+_INV_SQRT2 = np.float64(1.0 / math.sqrt(2.0))
+
+
+@_jit
+def exp_f64(x):
+    return math.exp(x)
+
+
+@_jit
+def expm1_f64(x):
+    return math.expm1(x)
+
+
+@_jit
+def log_f64(x):
+    return math.log(x) if x >= 0 else np.nan
+
+
+@_jit
+def log1p_f64(x):
+    return math.log1p(x) if x >= -1 else np.nan
+
+
+@_jit
+def tanh_f64(x):
+    return math.tanh(x)
+
+
+@_jit
+def erf_f64(x):
+    return math.erf(x)
+
+
+@_jit
+def sigmoid_f64(x):
+    e = math.exp(-abs(x))
+    return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+
+
+@_jit
+def softplus_f64(x):
+    return math.log1p(math.exp(-abs(x))) + max(x, 0.0)
+
+
+@_jit
+def log_sigmoid_f64(x):
+    return -(math.log1p(math.exp(-abs(x))) + max(-x, 0.0))
+
+
+@_jit
+def swish_f64(x):
+    return x * sigmoid_f64(x)
+
+
+@_jit
+def gelu_tanh_f64(x):
+    return _HALF * x * (1.0 + math.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+@_jit
+def gelu_erf_f64(x):
+    return _HALF * x * (1.0 + math.erf(x * _INV_SQRT2))

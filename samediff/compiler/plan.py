@@ -1,0 +1,271 @@
+"""Compiled plans: fuse elementwise chains into Numba kernels, run everything else as library
+calls (matmul goes to BLAS through numpy), free buffers after their last reader.
+
+``CompiledPlan(nodes, input_slots, output_slots, types)`` has the same interface as the
+interpreter plan (``execute(inputs) -> outputs``, ``explain()``), so the planner can be swapped
+without tracing or SameDiff knowing. A group that cannot be compiled (a Numba error, an
+unsupported construct) runs through the interpreter instead — per group, not all-or-nothing —
+and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` (or
+``set_strict(True)``) raises instead.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import interpreter
+from ..errors import NdError
+from ..ops import TensorType
+from . import exprs  # noqa: F401  (fills the ops' scalar slots)
+from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
+
+log = logging.getLogger("nd4py.compiler")
+BOOL = np.dtype(np.bool_)
+#: Groups with at least this many elements run the parallel kernel.
+PARALLEL_THRESHOLD = 1 << 16
+_strict = os.environ.get("ND4PY_STRICT", "") not in ("", "0")
+_WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}  # Python scalars of each kind
+
+
+class CompilationError(NdError, RuntimeError):
+    """Strict mode: a group could not be compiled."""
+
+    strict = True  # tells the planner hook not to fall back
+
+
+def set_strict(flag: bool) -> bool:
+    """Raise instead of falling back to the interpreter; returns the previous setting."""
+    global _strict
+    previous, _strict = _strict, bool(flag)
+    return previous
+
+
+def _compute_dtype(types: list[TensorType]) -> np.dtype | None:
+    strong = [t.dtype for t in types if not t.weak and t.dtype in FLOATS]
+    if strong:
+        return np.result_type(*strong)
+    return None
+
+
+def fusable(node: Any, types: Sequence[TensorType]) -> bool:
+    if node.op.scalar is None or len(node.outputs) != 1:
+        return False
+    ins = [types[i] for i in node.inputs]
+    out = types[node.outputs[0]]
+    allowed = (*FLOATS, BOOL)
+    if out.dtype not in allowed or any(t.dtype not in allowed and not t.weak for t in ins):
+        return False
+    if any(t.weak and t.dtype.kind not in "fib" for t in ins):
+        return False
+    if out.dtype in FLOATS and _compute_dtype(ins) is None and not all(t.weak for t in ins):
+        return False  # e.g. a float result computed from bool inputs only: leave it to numpy
+    if any(len(t.shape) > len(out.shape) for t in ins):
+        return False
+    return bool(ins) and not all(t.weak for t in ins)
+
+
+@dataclass
+class Group:
+    shape: tuple[int, ...]
+    nodes: list = field(default_factory=list)
+    produced: set = field(default_factory=set)
+
+
+def partition(nodes: Sequence[Any], types: Sequence[TensorType]) -> list:
+    """Steps in execution order: ``Group`` s of fused nodes and single library nodes."""
+    steps: list = []
+    step_of: dict[int, int] = {}
+    for node in nodes:
+        if fusable(node, types):
+            shape = types[node.outputs[0]].shape
+            k = max((step_of.get(i, -1) for i in node.inputs), default=-1)
+            # Join the group that produced an input (all other inputs are ready by then), or
+            # else the latest step if it is a same-shaped group: every input is ready before it.
+            if k >= 0 and isinstance(steps[k], Group) and steps[k].shape == shape:
+                target = k
+            elif steps and isinstance(steps[-1], Group) and steps[-1].shape == shape:
+                target = len(steps) - 1
+            else:
+                steps.append(Group(shape))
+                target = len(steps) - 1
+            steps[target].nodes.append(node)
+            steps[target].produced.update(node.outputs)
+        else:
+            steps.append(node)
+            target = len(steps) - 1
+        for o in node.outputs:
+            step_of[o] = target
+    return steps
+
+
+class KernelStep:
+    """A fused group compiled to a kernel (or run by the interpreter if that failed)."""
+
+    def __init__(self, group: Group, types: Sequence[TensorType], needed_after: set) -> None:
+        self.nodes = group.nodes
+        self.outputs = [s for n in group.nodes for s in n.outputs if s in needed_after]
+        if not self.outputs:  # dead group (should have been eliminated): keep the last value
+            self.outputs = [group.nodes[-1].outputs[0]]
+        external = []
+        for n in group.nodes:
+            for i in n.inputs:
+                if i not in group.produced and i not in external:
+                    external.append(i)
+        self.arrays = [i for i in external if not types[i].weak]
+        self.scalars = [i for i in external if types[i].weak]
+        self.shape = group.shape
+        self.out_dtypes = [types[s].dtype for s in self.outputs]
+        self.reason = ""
+        self.kernels: Any = None
+        self.spec = self._spec(types)
+
+    def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
+        rank = len(self.shape)
+        refs = {s: f"a{k}" for k, s in enumerate(self.arrays)}
+        refs.update({s: f"s{k}" for k, s in enumerate(self.scalars)})
+        patterns = []
+        for s in self.arrays:
+            shp = (1,) * (rank - len(types[s].shape)) + tuple(types[s].shape)
+            patterns.append((types[s].dtype, tuple(d == 1 and o != 1 for d, o in zip(shp, self.shape))))
+        flat = all(tuple(types[s].shape) == tuple(self.shape) for s in self.arrays)
+        specs = []
+        for k, n in enumerate(self.nodes):
+            ins = [types[i] for i in n.inputs]
+            out = f"t{k}"
+            specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), out,
+                                  types[n.outputs[0]].dtype, _compute_dtype(ins)))
+            refs[n.outputs[0]] = out
+        self.flat = flat
+        return KernelSpec(rank, flat, tuple(patterns), len(self.scalars), tuple(specs),
+                          tuple((refs[s], types[s].dtype) for s in self.outputs))
+
+    def compile(self, types: Sequence[TensorType]) -> None:
+        """Generate, load and compile (serial variant, on tiny inputs) — errors fall back."""
+        try:
+            self.kernels = load(render(self.spec))
+            # warm-up arrays of size 1 or 2 per dim, following each input's broadcast pattern
+            rank = len(self.shape)
+            values = {}
+            for s, (dtype, pattern) in zip(self.arrays, self.spec.arrays):
+                full = tuple(1 if b else 2 for b in pattern)
+                values[s] = np.ones(full[rank - len(types[s].shape):], dtype)
+            values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
+            if not self._call(values, force_serial=True):
+                raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
+        except Exception as exc:  # noqa: BLE001 - Numba raises many error types
+            self.kernels = None
+            self.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if _strict:
+                raise CompilationError(f"compiling fused group ({self.describe()}) failed: "
+                                       f"{self.reason}") from exc
+            log.warning("fused group (%s) falls back to the interpreter: %s",
+                        self.describe(), self.reason)
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        """Run the kernel; False if the runtime shapes do not fit the compiled broadcast
+        pattern (possible when the graph had -1 dims), so the caller must interpret."""
+        arrays = [np.asarray(values[s]) for s in self.arrays]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+        rank = len(self.shape)
+        if len(shape) != rank:
+            return False
+        if self.flat:
+            if any(a.shape != shape for a in arrays):
+                return False
+            args = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+        else:
+            args = []
+            for a, (_, pattern) in zip(arrays, self.spec.arrays):
+                full = (1,) * (rank - a.ndim) + a.shape
+                # a broadcast dim is read at index 0 (needs size 1), others at the loop index
+                if not all((d == 1) if b else (d == o) for d, o, b in zip(full, shape, pattern)):
+                    return False
+                args.append(np.ascontiguousarray(a).reshape(full))
+        outs = [np.empty(shape, d) for d in self.out_dtypes]
+        out_args = [o.reshape(-1) if self.flat else o for o in outs]
+        size = int(np.prod(shape, dtype=np.int64))
+        fn = self.kernels.kernel_ser if (force_serial or size < PARALLEL_THRESHOLD) \
+            else self.kernels.kernel_par
+        fn(*args, *[values[s] for s in self.scalars], *out_args)
+        for s, o in zip(self.outputs, outs):
+            values[s] = o
+        return True
+
+    def run(self, values: dict) -> None:
+        if self.kernels is None or not self._call(values):
+            interpreter.run_nodes(self.nodes, values)
+
+    def describe(self) -> str:
+        return " -> ".join(n.op.name for n in self.nodes)
+
+
+class CompiledPlan:
+    """A plan of fused Numba kernels and library calls (see module docstring)."""
+
+    kind = "compiled"
+
+    def __init__(self, nodes: Sequence[Any], input_slots: Sequence[int],
+                 output_slots: Sequence[int], types: Sequence[TensorType] | dict) -> None:
+        producers = {o: n for n in nodes for o in n.outputs}
+        needed = interpreter.needed_nodes(nodes, producers, output_slots)
+        self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
+        raw = partition(needed, types)
+        # which values each step must hand on: read by a later step, or a plan output
+        later: set = set(output_slots)
+        needed_after: list[set] = [set()] * len(raw)
+        for k in range(len(raw) - 1, -1, -1):
+            needed_after[k] = set(later)
+            step = raw[k]
+            for n in (step.nodes if isinstance(step, Group) else [step]):
+                later.update(n.inputs)
+        self.steps: list = []
+        for step, after in zip(raw, needed_after):
+            if isinstance(step, Group):
+                kstep = KernelStep(step, types, after)
+                kstep.compile(types)
+                self.steps.append(kstep)
+            else:
+                self.steps.append(step)
+        self._frees = self._plan_frees()
+        failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
+        self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
+
+    def _plan_frees(self) -> list[list[int]]:
+        """After step k, drop values nobody reads later (never inputs or outputs)."""
+        last: dict[int, int] = {}
+        for k, step in enumerate(self.steps):
+            for n in (step.nodes if isinstance(step, KernelStep) else [step]):
+                for i in n.inputs:
+                    last[i] = k
+        keep = set(self.input_slots) | set(self.output_slots)
+        frees: list[list[int]] = [[] for _ in self.steps]
+        for slot, k in last.items():
+            if slot not in keep:
+                frees[k].append(slot)
+        return frees
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        values = dict(zip(self.input_slots, inputs))
+        for step, frees in zip(self.steps, self._frees):
+            if isinstance(step, KernelStep):
+                step.run(values)
+            else:
+                interpreter.run_nodes((step,), values)
+            for s in frees:
+                values.pop(s, None)
+        return [values[s] for s in self.output_slots]
+
+    def explain(self) -> str:
+        kernels = [s for s in self.steps if isinstance(s, KernelStep)]
+        lines = [f"plan: compiled, {len(self.steps)} step(s), {len(kernels)} fused kernel(s)"]
+        for s in self.steps:
+            if isinstance(s, KernelStep):
+                state = "fused" if s.kernels is not None else f"FALLBACK ({s.reason})"
+                lines.append(f"  kernel [{state}]: {s.describe()}")
+            else:
+                lines.append(f"  library: {s.op.name}")
+        return "\n".join(lines)
