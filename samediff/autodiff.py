@@ -73,8 +73,38 @@ def build_gradients(sd: "SameDiff", losses: list[str], wrt: list[str]) -> dict[s
 
     grads: dict[str, list] = {}
     blocked: list[str] = []
-    with sd.name_scope("grad"):
-        return _backward(sd, F, forward, losses, wrt, depends, needed, grads, blocked)
+    first_new, old_vars = len(sd._nodes), set(sd._vars)
+    try:
+        with sd.name_scope("grad"):
+            result = _backward(sd, F, forward, losses, wrt, depends, needed, grads, blocked)
+    except BaseException:
+        _prune(sd, first_new, old_vars, set())  # a failed build leaves the graph as it was
+        raise
+    _prune(sd, first_new, old_vars, set(result.values()))
+    return result
+
+
+def _prune(sd: "SameDiff", first_new: int, old_vars: set[str], keep: set[str]) -> None:
+    """Drop backward nodes (and their variables) that no kept gradient depends on: rules also
+    build gradients for constants and literals, which nobody asked for."""
+    new_nodes = sd._nodes[first_new:]
+    live = set(keep)
+    used_nodes = []
+    for node in reversed(new_nodes):
+        if any(o in live for o in node.outputs):
+            live.update(node.inputs)
+            used_nodes.append(node)
+    used = {id(n) for n in used_nodes}
+    for node in new_nodes:
+        if id(node) not in used:
+            sd._node_names.discard(node.name)
+            for o in node.outputs:
+                sd._vars.pop(o, None)
+    sd._nodes[first_new:] = [n for n in new_nodes if id(n) in used]
+    referenced = {i for n in sd._nodes for i in n.inputs} | keep
+    for name in [n for n, i in sd._vars.items() if n not in old_vars and i.producer is None
+                 and n not in referenced]:
+        del sd._vars[name]  # literals/constants created only for pruned nodes
 
 
 def _backward(sd: "SameDiff", F: Any, forward: list, losses: list[str], wrt: list[str],
@@ -100,7 +130,12 @@ def _backward(sd: "SameDiff", F: Any, forward: list, losses: list[str], wrt: lis
             raise GradientError(f"gradient rule of {node.op.name} returned {len(in_grads)} "
                                 f"gradients for {len(ins)} inputs")
         for x, gx in zip(ins, in_grads):
-            if gx is None or x.name not in depends or x.dtype.kind != "f":
+            if gx is None or x.name not in depends:
+                continue
+            if x.dtype.kind != "f":  # an integer/bool value carries no gradient: name its source
+                producer = sd._vars[x.name].producer
+                if producer is not None:
+                    blocked.append(f"{producer.name} ({producer.op.name})")
                 continue
             gx = unbroadcast(F, gx, x)
             if gx.dtype != x.dtype:

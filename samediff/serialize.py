@@ -118,7 +118,7 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
     # Hooks for the training issue: its config goes in "training", and when
     # ``save_updater_state`` is true the updater's arrays are listed in "updater_state".
     doc = {"format": FORMAT, "version": VERSION, "variables": variables, "nodes": nodes,
-           "training": None, "updater_state": {}}
+           "loss_variables": list(sd._losses), "training": None, "updater_state": {}}
     return doc, arrays
 
 
@@ -264,6 +264,10 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
     orphans = [n for n, i in sd._vars.items() if i.vtype is VariableType.ARRAY and not i.producer]
     if orphans:
         raise bad(f"ARRAY variable(s) {orphans[:5]} are produced by no node")
+    losses = doc.get("loss_variables", [])
+    if not isinstance(losses, list) or not all(isinstance(n, str) and n in sd._vars for n in losses):
+        raise bad(f"loss_variables {losses!r:.200} must name variables of the graph")
+    sd._losses = list(losses)
     return sd
 
 

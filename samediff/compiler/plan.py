@@ -22,6 +22,7 @@ from ..errors import NdError
 from ..ops import TensorType
 from . import exprs  # noqa: F401  (fills the ops' scalar slots)
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
+from .passes import protect_outputs, simplify
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -212,10 +213,15 @@ class CompiledPlan:
                  output_slots: Sequence[int], types: Sequence[TensorType] | dict) -> None:
         producers = {o: n for n in nodes for o in n.outputs}
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
+        simple = simplify(needed)
+        self.constants = simple.constants
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
-        raw = partition(needed, types)
+        self._results = [simple.resolve(s) for s in output_slots]
+        self._shared = [r in self.constants or self._results.count(r) > 1 for r in self._results]
+        self.folded, self.merged = len(needed) - len(simple.nodes) - len(simple.alias), len(simple.alias)
+        raw = partition(simple.nodes, types)
         # which values each step must hand on: read by a later step, or a plan output
-        later: set = set(output_slots)
+        later: set = set(self._results)
         needed_after: list[set] = [set()] * len(raw)
         for k in range(len(raw) - 1, -1, -1):
             needed_after[k] = set(later)
@@ -241,7 +247,7 @@ class CompiledPlan:
             for n in (step.nodes if isinstance(step, KernelStep) else [step]):
                 for i in n.inputs:
                     last[i] = k
-        keep = set(self.input_slots) | set(self.output_slots)
+        keep = set(self.input_slots) | set(self._results) | set(self.constants)
         frees: list[list[int]] = [[] for _ in self.steps]
         for slot, k in last.items():
             if slot not in keep:
@@ -249,7 +255,8 @@ class CompiledPlan:
         return frees
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        values = dict(zip(self.input_slots, inputs))
+        values = dict(self.constants)
+        values.update(zip(self.input_slots, inputs))
         for step, frees in zip(self.steps, self._frees):
             if isinstance(step, KernelStep):
                 step.run(values)
@@ -257,11 +264,12 @@ class CompiledPlan:
                 interpreter.run_nodes((step,), values)
             for s in frees:
                 values.pop(s, None)
-        return [values[s] for s in self.output_slots]
+        return protect_outputs([values[s] for s in self._results], self._shared)
 
     def explain(self) -> str:
         kernels = [s for s in self.steps if isinstance(s, KernelStep)]
-        lines = [f"plan: compiled, {len(self.steps)} step(s), {len(kernels)} fused kernel(s)"]
+        lines = [f"plan: compiled, {len(self.steps)} step(s), {len(kernels)} fused kernel(s), "
+                 f"{self.folded} node(s) constant-folded, {self.merged} merged by CSE"]
         for s in self.steps:
             if isinstance(s, KernelStep):
                 state = "fused" if s.kernels is not None else f"FALLBACK ({s.reason})"

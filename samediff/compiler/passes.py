@@ -1,0 +1,58 @@
+"""Graph passes run before grouping: common-subexpression elimination and constant folding.
+(Dead code is never planned: plans start from the nodes the outputs need.)
+
+* **CSE**: two nodes with the same op, the same (interned, so identity-comparable) attribute
+  record and the same inputs compute the same value; the later one is dropped and its outputs
+  are aliased to the earlier one's. Random ops are never merged (each draws fresh numbers).
+* **Constant folding**: a node whose inputs are all constants (ultimately: non-random ops with
+  no inputs at all, like ``nd.ones(3)`` inside a trace) is computed once, when the plan is built.
+
+Both change which buffer backs a value, so the plan copies an output that is a folded constant
+or that appears twice among the outputs: the user never holds an array the plan will reuse.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import interpreter
+
+
+@dataclass
+class Simplified:
+    nodes: list                               # what remains to run, in order
+    alias: dict = field(default_factory=dict)   # dropped output -> surviving value
+    constants: dict = field(default_factory=dict)  # slot -> value computed at plan time
+
+    def resolve(self, slot: Any) -> Any:
+        return self.alias.get(slot, slot)
+
+
+def simplify(nodes: Sequence[Any]) -> Simplified:
+    out = Simplified(nodes=[])
+    seen: dict[tuple, Any] = {}
+    for node in nodes:
+        inputs = tuple(out.resolve(i) for i in node.inputs)
+        if inputs != node.inputs:
+            node = replace(node, inputs=inputs)
+        if not node.op.random:
+            key = (node.op, node.attrs, inputs)
+            twin = seen.get(key)
+            if twin is not None:
+                out.alias.update(zip(node.outputs, twin.outputs))
+                continue
+            seen[key] = node
+            if all(i in out.constants for i in inputs):
+                values = dict(out.constants)
+                interpreter.run_nodes((node,), values)
+                out.constants.update({o: values[o] for o in node.outputs})
+                continue
+        out.nodes.append(node)
+    return out
+
+
+def protect_outputs(values: Sequence[Any], shared: Sequence[bool]) -> list[Any]:
+    """Copy the outputs flagged ``shared`` (constants, or values that appear twice)."""
+    return [np.array(v, copy=True) if s else v for v, s in zip(values, shared)]

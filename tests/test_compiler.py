@@ -1,0 +1,166 @@
+"""The fused compiler: grouping, compiled vs interpreter, dtypes, memory safety, passes,
+per-group fallback, strict mode and the on-disk kernel cache."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import nd4py as nd
+from samediff import compiler
+from samediff.compiler import codegen
+from samediff.compiler import plan as cplan
+
+pytestmark = pytest.mark.compiled
+RNG = np.random.default_rng(7)
+
+
+def both(fn, *args):
+    """fn's traced result with the compiled executor and with the interpreter."""
+    with nd.graph_scope() as scope:
+        compiled = fn(*args)
+    previous = compiler.set_executor("interpreter")
+    try:
+        with nd.graph_scope():
+            reference = fn(*args)
+    finally:
+        compiler.set_executor(previous)
+    return compiled, reference, scope.plan
+
+
+def arr(*shape, dtype=np.float32):
+    return nd.create(RNG.standard_normal(shape).astype(dtype))
+
+
+def test_elementwise_chain_is_one_kernel_and_matches_interpreter():
+    x, b = arr(33, 17), arr(17)
+    got, want, plan = both(lambda x, b: nd.nn.gelu(nd.math.tanh(x * 0.5 + b) - x / 3.0), x, b)
+    assert plan.kind == "compiled"
+    kernels = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+    assert len(kernels) == 1 and kernels[0].kernels is not None, plan.explain()
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcasting_scalars_bools_and_where(dtype):
+    x, row, col = arr(4, 5, dtype=dtype), arr(5, dtype=dtype), arr(4, 1, dtype=dtype)
+
+    def f(x, row, col):
+        y = nd.nn.relu(x * row + col) - 2
+        mask = (y > 0.1) & (x < 1.5)
+        return nd.where(mask, nd.exp(-y), y * y), mask
+
+    (got, gmask), (want, wmask), plan = both(f, x, row, col)
+    assert got.dtype == want.dtype == dtype and gmask.dtype == np.bool_
+    np.testing.assert_array_equal(gmask.numpy(), wmask.numpy())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_matmul_goes_to_blas_with_a_fused_epilogue():
+    x, w, b = arr(8, 16), arr(16, 4), arr(4)
+    got, want, plan = both(lambda x, w, b: nd.nn.relu(x @ w + b), x, w, b)
+    assert [type(s).__name__ for s in plan.steps] == ["Node", "KernelStep"], plan.explain()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_inputs_are_never_written_and_outputs_never_reused():
+    x = arr(64)
+    before = x.numpy().copy()
+
+    @nd.compile
+    def f(x):
+        y = x * 2.0
+        return y + 1.0, y
+
+    a1, b1 = f(x)
+    keep_a, keep_b = a1.numpy().copy(), b1.numpy().copy()
+    a2, b2 = f(x)
+    np.testing.assert_array_equal(x.numpy(), before)
+    assert not np.shares_memory(a1.numpy(), a2.numpy())
+    np.testing.assert_array_equal(a1.numpy(), keep_a)
+    np.testing.assert_array_equal(b1.numpy(), keep_b)
+
+
+def test_cse_and_constant_folding_keep_results_independent():
+    x = arr(6)
+
+    @nd.compile
+    def f(x):
+        ones = nd.ones(6)                 # folded at plan time
+        a = nd.exp(x) + ones
+        b = nd.exp(x) + ones              # merged with a
+        return a, b, ones
+
+    a, b, ones = f(x)
+    plan = f._last.plan
+    assert plan.merged >= 2 and plan.folded >= 1, plan.explain()
+    np.testing.assert_allclose(a.numpy(), np.exp(x.numpy()) + 1, rtol=1e-6)
+    assert not np.shares_memory(a.numpy(), b.numpy())
+    ones.numpy()[:] = 5                   # the user's copy, not the plan's constant
+    np.testing.assert_array_equal(f(x)[2].numpy(), np.ones(6, np.float32))
+
+
+def test_samediff_output_uses_compiled_plans_with_unknown_batch():
+    sd = nd.SameDiff.create()
+    inp = sd.placeholder("x", nd.FLOAT, -1, 3)
+    b = sd.var("b", np.array([0.5, -1.0, 2.0], np.float32))
+    out = sd.nn.sigmoid(inp * 2.0 + b, name="out")
+    for batch in (1, 5):
+        feed = RNG.standard_normal((batch, 3)).astype(np.float32)
+        got = sd.output({"x": feed}, "out")["out"].numpy()
+        want = 1 / (1 + np.exp(-(feed * 2 + np.array([0.5, -1.0, 2.0], np.float32))))
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert all(p.kind == "compiled" for p in sd._plans.values())
+    assert out.name == "out"
+
+
+def test_a_group_that_fails_to_compile_falls_back(monkeypatch, caplog):
+    real = codegen.render
+    monkeypatch.setattr(cplan, "render", lambda spec: real(spec).replace("o0[", "undefined_name["))
+    x = arr(10)
+    with caplog.at_level(logging.WARNING, logger="nd4py.compiler"):
+        got, want, plan = both(lambda x: nd.math.sin(x) * 3.0 + 1.0, x)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())   # identical: same numpy code
+    assert "FALLBACK" in plan.explain() and plan.reason
+    assert any("falls back" in r.message for r in caplog.records)
+
+
+def test_strict_mode_raises(monkeypatch):
+    monkeypatch.setattr(cplan, "render", lambda spec: "syntax error here")
+    previous = cplan.set_strict(True)
+    try:
+        with pytest.raises(cplan.CompilationError, match="failed"):
+            with nd.graph_scope():
+                nd.math.cos(arr(3)) * 2.0
+    finally:
+        cplan.set_strict(previous)
+
+
+_SCRIPT = textwrap.dedent("""
+    import numpy as np, nd4py as nd
+    from samediff.compiler import codegen
+    @nd.compile
+    def f(x):
+        return nd.nn.gelu(x * 1.5 - 0.25)
+    y = f(nd.create(np.linspace(-3, 3, 50, dtype=np.float32)))
+    mod = next(iter(codegen._loaded.values()))
+    print(mod.kernel_ser.stats.cache_hits and sum(mod.kernel_ser.stats.cache_hits.values()),
+          float(y.numpy().sum()))
+""")
+
+
+def test_kernels_are_cached_on_disk_across_processes(tmp_path):
+    env = {**os.environ, "ND4PY_CACHE_DIR": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                           text=True, check=True).stdout.split()
+    second = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert first[0] in ("0", "None", "{}") and int(second[0]) >= 1   # loaded, not recompiled
+    assert first[1] == second[1]
+    assert list((tmp_path / "kernels").glob("k_*.py"))
