@@ -260,24 +260,82 @@ def split_ref(x, *, num_or_sizes, axis=0):
     return tuple(parts)
 
 
+def mirror_source(k, n, mode):
+    """Index of the element of a size-``n`` dim that lands at offset ``k`` (from the first
+    element, may be negative or >= n) when padding in ``mode``; None for constant padding."""
+    if mode == "constant":
+        return k if 0 <= k < n else None
+    if mode == "reflect":                # mirror without repeating the edge
+        if n == 1:
+            return 0
+        m = k % (2 * (n - 1))
+        return m if m < n else 2 * (n - 1) - m
+    m = k % (2 * n)                      # symmetric: mirror repeating the edge
+    return m if m < n else 2 * n - 1 - m
+
+
 def pad_ref(x, *, paddings, mode="constant", constant=0.0):
     shape = [d + b + e for d, (b, e) in zip(x.shape, paddings)]
 
-    def src(k, n, mode):
-        if mode == "reflect":            # mirror without repeating the edge
-            m = k % (2 * (n - 1))
-            return m if m < n else 2 * (n - 1) - m
-        m = k % (2 * n)                  # symmetric: mirror repeating the edge
-        return m if m < n else 2 * n - 1 - m
-
     def at(i):
-        j = [k - b for k, (b, _) in zip(i, paddings)]
-        if mode == "constant":
-            if all(0 <= k < n for k, n in zip(j, x.shape)):
-                return item(x, j)
-            return constant
-        return item(x, [src(k, n, mode) for k, n in zip(j, x.shape)])
+        src = [mirror_source(k - b, n, mode) for k, (b, _), n in zip(i, paddings, x.shape)]
+        return constant if None in src else item(x, src)
     return build(shape, at)
+
+
+def pad_grad_ref(g, like, *, paddings, mode="constant"):
+    """Adjoint of pad: every element of g added to the element of like's shape it came from."""
+    shape = np.shape(like)
+    out = {j: [] for j in np.ndindex(*shape)}
+    for i in np.ndindex(*g.shape):
+        src = [mirror_source(k - b, n, mode) for k, (b, _), n in zip(i, paddings, shape)]
+        if None not in src:
+            out[tuple(src)].append(item(g, i))
+    return build(shape, lambda j: math.fsum(out[j]))
+
+
+def reshape_like_ref(g, like):
+    return reshape_ref(np.asarray(g), shape=np.shape(like))
+
+
+def slice_grad_ref(g, like, *, index):
+    """Zeros of like's shape with g's elements at the positions ``like[index]`` selects: each
+    index item either fixes a dim (int), walks it (slice), or adds a size-1 dim (newaxis)."""
+    shape = np.shape(like)
+    items = list(index)
+    if "ellipsis" in items:
+        k = items.index("ellipsis")
+        consumed = sum(1 for t in items if t not in ("newaxis", "ellipsis"))
+        items[k:k + 1] = [("slice", None, None, None)] * (len(shape) - consumed)
+    consumed = sum(1 for t in items if t != "newaxis")
+    items += [("slice", None, None, None)] * (len(shape) - consumed)
+    out = {j: 0.0 for j in np.ndindex(*shape)}
+    for i in np.ndindex(*g.shape):
+        target, gi, dim = [], 0, 0
+        for t in items:
+            if t == "newaxis":
+                gi += 1
+                continue
+            n = shape[dim]
+            if isinstance(t, int):
+                target.append(t % n)
+            else:
+                target.append(list(range(n))[slice(*t[1:])][i[gi]])
+                gi += 1
+            dim += 1
+        out[tuple(target)] = item(g, i)
+    return build(shape, lambda j: out[j])
+
+
+def split_like_ref(g, *likes, axis=0):
+    ax = axis % g.ndim
+    parts, start = [], 0
+    for x in likes:
+        n = np.shape(x)[ax]
+        shape = g.shape[:ax] + (n,) + g.shape[ax + 1:]
+        parts.append(build(shape, lambda i, o=start: item(g, i[:ax] + (i[ax] + o,) + i[ax + 1:])))
+        start += n
+    return tuple(parts)
 
 
 def one_hot_ref(indices, *, depth, axis=-1, on=1.0, off=0.0, dtype=None):

@@ -24,7 +24,8 @@ try:  # rootdir-relative import (tests/ is not a package) ...
         arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
         check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
-        matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_ref, permute_ref, pos, pw,
+        matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
+        pw, reshape_like_ref, slice_grad_ref, split_like_ref,
         random_signs, red, reduce_to_like_ref, repeat_ref, reshape_ref, reverse_ref,
         round_half_away, scan, scatter_ref, sign_of, slice_ref, softmax_ref, split_ref,
         squeeze_ref, stack_ref, tile_ref, truthy_block, u, unstack_ref, variance_of)
@@ -33,7 +34,8 @@ except ImportError:  # ... or tests/ became one
         arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
         check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
-        matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_ref, permute_ref, pos, pw,
+        matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
+        pw, reshape_like_ref, slice_grad_ref, split_like_ref,
         random_signs, red, reduce_to_like_ref, repeat_ref, reshape_ref, reverse_ref,
         round_half_away, scan, scatter_ref, sign_of, slice_ref, softmax_ref, split_ref,
         squeeze_ref, stack_ref, tile_ref, truthy_block, u, unstack_ref, variance_of)
@@ -642,4 +644,28 @@ SAMPLES["broadcast_like"] = [
     S([iv(3, 1), iv(2, 3, 4)], {}, broadcast_like_ref, dtypes=NUMERIC),
     S([u(4), u(3, 1)], {}, broadcast_like_ref),
     S([u(2, 3), u(2, 3)], {}, broadcast_like_ref),
+]
+SAMPLES["reshape_like"] = [
+    S([iv(2, 6), iv(3, 4)], {}, reshape_like_ref, dtypes=NUMERIC),  # keeps g's dtype
+    S([u(2, 3, 2), u(12)], {}, reshape_like_ref),
+    S([u(1), 2.0], {}, reshape_like_ref),  # to a scalar's shape
+]
+SAMPLES["slice_grad"] = [
+    # like[1, ::2, None, ...] on (4, 5, 3): g (3, 1, 3)
+    S([u(3, 1, 3), u(4, 5, 3)], {"index": (1, ("slice", None, None, 2), "newaxis", "ellipsis")},
+      slice_grad_ref),
+    S([u(3, 2), u(3, 2, 4)], {"index": (("slice", None, None, -1), "ellipsis", 0)},
+      slice_grad_ref),
+    S([u(2), u(4, 5)], {"index": (("slice", 1, 3, None), -1)}, slice_grad_ref),
+]
+SAMPLES["pad_grad"] = [
+    S([u(4, 6), u(3, 3)], {"paddings": ((1, 0), (2, 1))}, pad_grad_ref),
+    S([u(5, 8), u(3, 4)], {"paddings": ((1, 1), (2, 2)), "mode": "reflect"}, pad_grad_ref),
+    S([u(9, 4), u(2, 4)], {"paddings": ((3, 4), (0, 0)), "mode": "symmetric"}, pad_grad_ref),
+    S([u(12), u(3)], {"paddings": ((4, 5),), "mode": "reflect"}, pad_grad_ref),  # re-reflected
+]
+SAMPLES["split_like"] = [
+    S([u(2, 6), u(2, 1), u(2, 3), u(2, 2)], {"axis": 1}, split_like_ref),
+    S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),
+    S([u(3, 2), u(3, 2)], {"axis": -2}, split_like_ref),
 ]

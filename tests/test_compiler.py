@@ -137,7 +137,8 @@ def test_strict_mode_raises(monkeypatch):
     try:
         with pytest.raises(cplan.CompilationError, match="failed"):
             with nd.graph_scope():
-                nd.math.cos(arr(3)) * 2.0
+                y = nd.math.cos(arr(3)) * 2.0  # held: only live results are computed
+        assert y is not None
     finally:
         cplan.set_strict(previous)
 
@@ -150,8 +151,7 @@ _SCRIPT = textwrap.dedent("""
         return nd.nn.gelu(x * 1.5 - 0.25)
     y = f(nd.create(np.linspace(-3, 3, 50, dtype=np.float32)))
     mod = next(iter(codegen._loaded.values()))
-    print(mod.kernel_ser.stats.cache_hits and sum(mod.kernel_ser.stats.cache_hits.values()),
-          float(y.numpy().sum()))
+    print(sum(mod.kernel_ser.stats.cache_hits.values()), float(y.numpy().sum()))
 """)
 
 
@@ -161,6 +161,6 @@ def test_kernels_are_cached_on_disk_across_processes(tmp_path):
                            text=True, check=True).stdout.split()
     second = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
                             text=True, check=True).stdout.split()
-    assert first[0] in ("0", "None", "{}") and int(second[0]) >= 1   # loaded, not recompiled
+    assert first[0] == "0" and int(second[0]) >= 1   # the second process loaded, not compiled
     assert first[1] == second[1]
     assert list((tmp_path / "kernels").glob("k_*.py"))

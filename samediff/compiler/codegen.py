@@ -108,9 +108,12 @@ def cache_dir() -> Path:
     return base / "kernels"
 
 
+KERNEL_FORMAT = 2  # bump when the generated code or its loading changes: old files are ignored
+
+
 def _versions() -> str:
     import numba
-    return f"py{sys.version_info[:3]}-np{np.__version__}-nb{numba.__version__}"
+    return f"k{KERNEL_FORMAT}-py{sys.version_info[:3]}-np{np.__version__}-nb{numba.__version__}"
 
 
 _loaded: dict[str, Any] = {}
@@ -132,8 +135,14 @@ def load(source: str) -> Any:
             with os.fdopen(fd, "w") as f:
                 f.write(source)
             os.replace(tmp, path)  # atomic: concurrent processes never see half a file
-        spec = importlib.util.spec_from_file_location(f"nd4py_kernel_{digest}", path)
+        name = f"nd4py_kernel_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        sys.modules[name] = module  # Numba's disk cache resolves the module by name on load
+        try:
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except BaseException:
+            del sys.modules[name]
+            raise
         _loaded[digest] = module
         return module

@@ -24,20 +24,24 @@ _MAGIC = _F(12582912.0)              # 1.5 * 2**23: (v + M) - M rounds v to an i
 _LOG2E = _F(1.4426950408889634)
 _LN2_C1 = _F(0.693359375)            # 9-bit head of ln 2 (k * C1 exact for |k| < 2**15)
 _LN2_C2 = _F(-2.12194440e-4)         # ln 2 - C1
-_EXP_HI, _EXP_LO = _F(89.0), _F(-150.0)
-_LN2_HI = _F(6.9313812256e-01)       # 0x3f317180: 16-bit head of ln 2
+_EXP_HI, _EXP_LO = _F(89.0), _F(-130.0)
+_LN2_HI = _F(6.9313812256e-01)       # 0x3f317180: 17-bit head of ln 2
 _LN2_LO = _F(9.0580006145e-06)
 _TINY = _F(1.1754943508222875e-38)   # smallest normal
 _TWO23 = _F(8388608.0)
-_BIAS23 = _F(1065353216.0)           # 127 * 2**23
 _SQRT_HALF_BITS = _I(0x3f3504f3)
 _EXP_MASK = _I(-8388608)             # 0xff800000
 _SPLIT_MASK = _I(-4096)              # 0xfffff000: keep the top 12 significant bits
 _SHIFT23 = _I(23)
+_BIAS_NEG, _BIAS_POS = _I(191 << 23), _I(63 << 23)   # exponent fields of 2**64, 2**-64
+_TWO_P64, _TWO_M64 = _F(2.0 ** 64), _F(2.0 ** -64)
 
-# expm1(r) ~= r + r*r*Q(r) on |r| <= ln2/2 (minimax, rel. err 2.5e-10)
-_E2, _E3, _E4 = _F(0.5), _F(0.1666666567325592), _F(0.041666362434625626)
-_E5, _E6, _E7 = _F(0.008333389647305012), _F(0.0013940625358372927), _F(0.00019845877250190824)
+# expm1(r) ~= r + r*r*Q(r) on |r| <= ln2/2 (minimax, rel. err 1.4e-8)
+_E2, _E3, _E4 = _F(0.4999999701976776), _F(0.16666537523269653), _F(0.041667237877845764)
+_E5, _E6 = _F(0.008367233723402023), _F(0.0013882513157650828)
+# 2**r ~= 1 + r*P(r) on |r| <= 1/2 (minimax, rel. err 2e-9)
+_D1, _D2, _D3 = _F(0.6931471824645996), _F(0.24022647738456726), _F(0.055503323674201965)
+_D4, _D5, _D6 = _F(0.00961843691766262), _F(0.0013398873852565885), _F(0.00015353361959569156)
 # log(1+f) = 2 atanh(s), s = f/(2+f);  R(z) = z*(L1 + z*(L2 + z*L3)), z = s*s <= 0.0295
 _L1, _L2, _L3 = _F(0.6666677594184875), _F(0.39977526664733887), _F(0.2987215220928192)
 # erf(x) ~= x + x*P(x*x) on |x| <= 1
@@ -50,8 +54,8 @@ _C3, _C4, _C5 = _F(0.16405098140239716), _F(-0.0542178601026535), _F(-0.00803039
 _C6, _C7, _C8 = _F(0.00870960671454668), _F(0.0012513587716966867), _F(-0.001422869972884655)
 _C9, _C10, _C11 = _F(-0.00039997926796786487), _F(0.00017189604113809764), _F(8.048198651522398e-05)
 _INV_SQRT2 = _F(0.7071067811865476)
-_GELU_K = _F(1.5957691216057308)     # 2 * sqrt(2/pi)
-_GELU_C = _F(0.044715)
+_GELU_K2 = _F(1.5957691216057308 * 1.4426950408889634)        # 2 sqrt(2/pi) log2(e)
+_GELU_KC2 = _F(1.5957691216057308 * 0.044715 * 1.4426950408889634)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -63,41 +67,49 @@ def _div(a, b):
 
 
 @_jit
-def _pow2(kf):
-    """2**kf for an integral float32 kf in [-126, 127] (NaN -> 0), built from its bits."""
-    k = kf if kf == kf else _F(-127.0)
-    return _I(k * _TWO23 + _BIAS23).view(np.float32)
-
-
-@_jit
 def _expm1_poly(r):
-    q = _E2 + r * (_E3 + r * (_E4 + r * (_E5 + r * (_E6 + r * _E7))))
+    q = _E2 + r * (_E3 + r * (_E4 + r * (_E5 + r * _E6)))
     return r + (r * r) * q
 
 
 @_jit
-def _exp_reduce(hi, lo):
-    """exp(hi + lo) = 2**(k1 + k2) * exp(r); returns (r, k1, k2), |r| <= ln2/2 (+ rounding).
+def _exp_reduce(hi, lo, nonpos):
+    """exp(hi + lo) = exp(r) * sa * c with |r| <= ln2/2 (+ rounding); returns (r, sa, c, 1/c).
 
-    hi is clamped to [-150, 89] (NaN kept); lo must be small (|lo| < 0.25).  k1, k2 are
-    integral floats in [-108, 64] so 2**k1 and 2**k2 are normal numbers.
+    sa = 2**(k + B) and c = 2**-B with B = 64 for arguments below 43 (k <= 62; a literal
+    nonpos=True folds the choice away) and B = -64 above, so sa is a normal number over the
+    clamped range hi in [-130, 89] (NaN kept), sa * expm1(r) does not underflow, and
+    multiplying by c last rounds a subnormal result once.  lo must be small (|lo| < 0.25).
+    sa is assembled with integer ops from the bits of the rounding sum k + MAGIC (no
+    float->int conversion, so NaN inputs are harmless).
     """
     x = _EXP_HI if hi > _EXP_HI else hi
     x = _EXP_LO if x < _EXP_LO else x
-    kf = ((x + lo) * _LOG2E + _MAGIC) - _MAGIC
+    t = (x + lo) * _LOG2E + _MAGIC
+    kf = t - _MAGIC
     r = ((x - kf * _LN2_C1) + lo) - kf * _LN2_C2
-    k1 = (kf * _HALF + _MAGIC) - _MAGIC
-    return r, k1, kf - k1
+    neg = nonpos | (x < _F(43.0))
+    sb = np.add(np.left_shift(np.float32(t).view(np.int32), _SHIFT23),
+                _BIAS_NEG if neg else _BIAS_POS)
+    c, cinv = (_TWO_M64, _TWO_P64) if neg else (_TWO_P64, _TWO_M64)
+    return r, np.int32(sb).view(np.float32), c, cinv
 
 
 @_jit
-def _exp_parts(hi, lo):
-    """exp(hi + lo) as a * b with a = exp(r) * 2**k1 (normal or inf) and b = 2**k2.
+def _exp_parts(hi, lo, nonpos):
+    """exp(hi + lo) as a * c (see _exp_reduce); fold small factors into a before c."""
+    r, sa, c, _ = _exp_reduce(hi, lo, nonpos)
+    return (_ONE + _expm1_poly(r)) * sa, c
 
-    Multiplying a small factor into `a` before `b` rounds a subnormal result only once.
-    """
-    r, k1, k2 = _exp_reduce(hi, lo)
-    return (_ONE + _expm1_poly(r)) * _pow2(k1), _pow2(k2)
+
+@_jit
+def _exp2_nonpos(v):
+    """2**v for v in [-190, 0] or NaN; subnormal results are rounded twice."""
+    t = v + _MAGIC
+    r = v - (t - _MAGIC)                          # exact, |r| <= 1/2
+    sa = np.int32(np.add(np.left_shift(np.float32(t).view(np.int32), _SHIFT23), _BIAS_NEG))
+    p = _ONE + r * (_D1 + r * (_D2 + r * (_D3 + r * (_D4 + r * (_D5 + r * _D6)))))
+    return (p * sa.view(np.float32)) * _TWO_M64
 
 
 @_jit
@@ -132,6 +144,13 @@ def _erfcx_scaled(t):
 
 
 @_jit
+def _erf_small(x):
+    """erf(x) for |x| <= 1."""
+    z = x * x
+    return x + x * (_R0 + z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * _R6))))))
+
+
+@_jit
 def _split_sq(x):
     """x*x as hi + lo with hi exact (x's top 12 bits squared) and lo its small correction."""
     xh = np.int32(np.bitwise_and(np.float32(x).view(np.int32), _SPLIT_MASK)).view(np.float32)
@@ -141,17 +160,16 @@ def _split_sq(x):
 # ----------------------------------------------------------------------------- public
 @_jit
 def exp_f32(x):
-    a, b = _exp_parts(x, _NZERO)
-    return a * b
+    a, c = _exp_parts(x, _NZERO, False)
+    return a * c
 
 
 @_jit
 def expm1_f32(x):
-    r, k1, k2 = _exp_reduce(x, _NZERO)
-    s1 = _pow2(k1)
-    # 2**k * (em + 1) - 1 == 2**k2 * (2**k1 * em + (2**k1 - 2**-k2)); the inner difference
-    # is exact for k <= 24, and k == 0 returns em itself.
-    return _pow2(k2) * (s1 * _expm1_poly(r) + (s1 - _pow2(-k2)))
+    r, sa, c, cinv = _exp_reduce(x, _NZERO, False)
+    # 2**k * (em + 1) - 1 == c * (sa * em + (sa - 1/c)); the difference of the two powers of
+    # two is exact for |k| <= 24, and k == 0 returns em itself.
+    return c * (sa * _expm1_poly(r) + (sa - cinv))
 
 
 @_jit
@@ -182,59 +200,65 @@ def tanh_f32(x):
 
 @_jit
 def sigmoid_f32(x):
-    a, b = _exp_parts(-math.fabs(x), _NZERO)
-    e = a * b
+    a, c = _exp_parts(-math.fabs(x), _NZERO, True)
+    e = a * c
     return _div(_ONE if x >= _ZERO else e, _ONE + e)
 
 
 @_jit
 def swish_f32(x):
     xn = _EXP_LO if x < _EXP_LO else x
-    a, b = _exp_parts(-math.fabs(x), _NZERO)
-    return _div(x if x >= _ZERO else (xn * a) * b, _ONE + a * b)
+    a, c = _exp_parts(-math.fabs(x), _NZERO, True)
+    return _div(x if x >= _ZERO else (xn * a) * c, _ONE + a * c)
 
 
 @_jit
 def softplus_f32(x):
-    a, b = _exp_parts(-math.fabs(x), _NZERO)
-    return (x if x > _ZERO else _ZERO) + _log1p_pos(a * b)
+    a, c = _exp_parts(-math.fabs(x), _NZERO, True)
+    return (x if x > _ZERO else _ZERO) + _log1p_pos(a * c)
 
 
 @_jit
 def log_sigmoid_f32(x):
-    a, b = _exp_parts(-math.fabs(x), _NZERO)
-    return (x if x < _ZERO else _ZERO) - _log1p_pos(a * b)
+    a, c = _exp_parts(-math.fabs(x), _NZERO, True)
+    return (x if x < _ZERO else _ZERO) - _log1p_pos(a * c)
 
 
 @_jit
 def erf_f32(x):
-    z = x * x
-    small = x + x * (_R0 + z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * _R6))))))
+    small = _erf_small(x)
     t = math.fabs(x)
     t = _F(4.0) if t > _F(4.0) else t             # erf rounds to 1 beyond 3.92
-    a, b = _exp_parts(-(t * t), _NZERO)
-    big = math.copysign(_ONE - (_erfcx_scaled(t) * a) * b, x)
+    a, c = _exp_parts(-(t * t), _NZERO, True)
+    big = math.copysign(_ONE - (_erfcx_scaled(t) * a) * c, x)
     return small if t < _ONE else big
 
 
 @_jit
 def gelu_tanh_f32(x):
-    # 0.5*x*(1 + tanh(u)) == x * sigmoid(2u), 2u = K*(x + c*x**3)
-    z = _GELU_K * (x + _GELU_C * (x * x * x))
-    a, b = _exp_parts(-math.fabs(z), _NZERO)
-    xn = _F(-20.0) if x < _F(-20.0) else x
-    return _div(x if x >= _ZERO else (xn * a) * b, _ONE + a * b)
+    # 0.5*x*(1 + tanh(u)) == x * sigmoid(2u) == x / (1 + 2**-y), y = 2u*log2(e) = x*(K2 + KC2*x*x);
+    # log2(e) folded into the constants, so the reduction of y is exact (y carries the rounding
+    # of the cubic either way).  |x| <= 10.9 keeps |y| <= 159; beyond, the result is x or -0.
+    xz = _F(-10.9) if x < _F(-10.9) else x
+    xz = _F(10.9) if xz > _F(10.9) else xz
+    y = xz * (_GELU_K2 + _GELU_KC2 * (xz * xz))
+    e = _exp2_nonpos(-math.fabs(y))
+    return _div(x if x >= _ZERO else xz * e, _ONE + e)
 
 
 @_jit
 def gelu_erf_f32(x):
     # 0.5*x*(1 + erf(x/sqrt2)) == 0.5*x*erfc(-x/sqrt2); erfc(t) = erfcx(t) * exp(-t*t), with
     # t*t = x*x/2 formed exactly (hi + lo) from x so exp(-t*t) keeps full relative accuracy.
+    # Near 0 (x/sqrt2 in (-0.5, 1)) 1 + erf is used directly (no cancellation there).
     xc = _F(-15.0) if x < _F(-15.0) else x
     xc = _F(15.0) if xc > _F(15.0) else xc
     hi, lo = _split_sq(xc)
-    a, b = _exp_parts(-_HALF * hi, -_HALF * lo)
-    g = _erfcx_scaled(math.fabs(xc) * _INV_SQRT2)
-    pos = _HALF * x * (_TWO - (g * a) * b)
-    neg = ((_HALF * xc * g) * a) * b
-    return pos if x >= _ZERO else neg
+    a, c = _exp_parts(-_HALF * hi, -_HALF * lo, True)
+    zs = xc * _INV_SQRT2
+    g = _erfcx_scaled(math.fabs(zs))
+    near = _HALF * x * (_ONE + _erf_small(zs))
+    pos = _HALF * x * (_TWO - (g * a) * c)
+    neg = ((_HALF * xc * g) * a) * c
+    far = pos if x >= _ZERO else neg
+    return near if (zs > _F(-0.5)) & (zs < _ONE) else far

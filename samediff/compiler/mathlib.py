@@ -79,3 +79,38 @@ def gelu_tanh_f64(x):
 @_jit
 def gelu_erf_f64(x):
     return _HALF * x * (1.0 + math.erf(x * _INV_SQRT2))
+
+
+# Row statistics for row-wise kernels. They are separate functions (not inlined) so that
+# reassociation — which lets LLVM vectorize the sums — applies to them only, never to the
+# fast-math approximations, whose rounding tricks reassociation would break.
+_rowjit = numba.njit(fastmath={"reassoc", "contract", "nsz", "arcp"}, cache=True)
+
+
+@_rowjit
+def row_mean_var(row):
+    acc = 0.0
+    for v in row:
+        acc += v
+    mu = acc / row.size
+    acc = 0.0
+    for v in row:
+        d = v - mu
+        acc += d * d
+    return mu, acc / row.size
+
+
+@_rowjit
+def row_max(row):
+    m = -np.inf
+    for v in row:
+        m = max(m, v)
+    return m
+
+
+@_rowjit
+def row_sum_exp(row, m):
+    acc = 0.0
+    for v in row:
+        acc += math.exp(v - m)
+    return acc

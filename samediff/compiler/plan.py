@@ -23,6 +23,7 @@ from ..ops import TensorType
 from . import exprs  # noqa: F401  (fills the ops' scalar slots)
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import protect_outputs, simplify
+from .rowwise import as_rows, render_rows, row_anchor, row_broadcastable, spec_for_rows
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -74,6 +75,13 @@ class Group:
     shape: tuple[int, ...]
     nodes: list = field(default_factory=list)
     produced: set = field(default_factory=set)
+    rowwise: bool = False   # starts with a row anchor (layer_norm/softmax/log_softmax)
+
+    def accepts(self, node: Any, types: Sequence[TensorType]) -> bool:
+        if self.rowwise:  # a row kernel can only read full rows, column vectors and scalars
+            return all(i in self.produced or row_broadcastable(types[i], self.shape)
+                       for i in node.inputs)
+        return True
 
 
 def partition(nodes: Sequence[Any], types: Sequence[TensorType]) -> list:
@@ -81,14 +89,21 @@ def partition(nodes: Sequence[Any], types: Sequence[TensorType]) -> list:
     steps: list = []
     step_of: dict[int, int] = {}
     for node in nodes:
-        if fusable(node, types):
+        if row_anchor(node, types):
+            steps.append(Group(types[node.outputs[0]].shape, rowwise=True))
+            target = len(steps) - 1
+            steps[target].nodes.append(node)
+            steps[target].produced.update(node.outputs)
+        elif fusable(node, types):
             shape = types[node.outputs[0]].shape
             k = max((step_of.get(i, -1) for i in node.inputs), default=-1)
             # Join the group that produced an input (all other inputs are ready by then), or
             # else the latest step if it is a same-shaped group: every input is ready before it.
-            if k >= 0 and isinstance(steps[k], Group) and steps[k].shape == shape:
+            if k >= 0 and isinstance(steps[k], Group) and steps[k].shape == shape \
+                    and steps[k].accepts(node, types):
                 target = k
-            elif steps and isinstance(steps[-1], Group) and steps[-1].shape == shape:
+            elif steps and isinstance(steps[-1], Group) and steps[-1].shape == shape \
+                    and steps[-1].accepts(node, types):
                 target = len(steps) - 1
             else:
                 steps.append(Group(shape))
@@ -144,16 +159,23 @@ class KernelStep:
         return KernelSpec(rank, flat, tuple(patterns), len(self.scalars), tuple(specs),
                           tuple((refs[s], types[s].dtype) for s in self.outputs))
 
+    def source(self) -> str:
+        return render(self.spec)
+
+    def warmup_values(self, types: Sequence[TensorType]) -> dict:
+        """Arrays of size 1 or 2 per dim, following each input's broadcast pattern."""
+        rank = len(self.shape)
+        values = {}
+        for s, (dtype, pattern) in zip(self.arrays, self.spec.arrays):
+            full = tuple(1 if b else 2 for b in pattern)
+            values[s] = np.ones(full[rank - len(types[s].shape):], dtype)
+        return values
+
     def compile(self, types: Sequence[TensorType]) -> None:
         """Generate, load and compile (serial variant, on tiny inputs) — errors fall back."""
         try:
-            self.kernels = load(render(self.spec))
-            # warm-up arrays of size 1 or 2 per dim, following each input's broadcast pattern
-            rank = len(self.shape)
-            values = {}
-            for s, (dtype, pattern) in zip(self.arrays, self.spec.arrays):
-                full = tuple(1 if b else 2 for b in pattern)
-                values[s] = np.ones(full[rank - len(types[s].shape):], dtype)
+            self.kernels = load(self.source())
+            values = self.warmup_values(types)
             values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
             if not self._call(values, force_serial=True):
                 raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
@@ -204,6 +226,45 @@ class KernelStep:
         return " -> ".join(n.op.name for n in self.nodes)
 
 
+class RowStep(KernelStep):
+    """A row anchor (layer_norm/softmax/log_softmax over the last axis) and its epilogue."""
+
+    def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
+        self.flat = False
+        return spec_for_rows(self.nodes, self.arrays, self.scalars, self.outputs, types,
+                             self.shape)
+
+    def source(self) -> str:
+        anchor = self.nodes[0]
+        eps = anchor.attrs.epsilon if anchor.op.name == "layer_norm" else None
+        return render_rows(self.spec, anchor.op.name, eps)
+
+    def warmup_values(self, types: Sequence[TensorType]) -> dict:
+        shape = (2,) * len(self.shape)
+        values = {}
+        for s, (dtype, (brow, bcol)) in zip(self.arrays, self.spec.arrays):
+            full = shape if not brow else ((2,) if not bcol else ())
+            values[s] = np.ones(full[len(full) - len(types[s].shape):] if brow else full, dtype)
+        return values
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        shape = np.shape(values[self.nodes[0].inputs[0]])
+        if len(shape) != len(self.shape):
+            return False
+        views = [as_rows(np.asarray(values[s]), pattern, shape)
+                 for s, (_, pattern) in zip(self.arrays, self.spec.arrays)]
+        if any(v is None for v in views):
+            return False
+        outs = [np.empty(shape, d) for d in self.out_dtypes]
+        rows = int(np.prod(shape[:-1], dtype=np.int64))
+        fn = self.kernels.kernel_ser if (force_serial or rows * shape[-1] < PARALLEL_THRESHOLD) \
+            else self.kernels.kernel_par
+        fn(*views, *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
+        for s, o in zip(self.outputs, outs):
+            values[s] = o
+        return True
+
+
 class CompiledPlan:
     """A plan of fused Numba kernels and library calls (see module docstring)."""
 
@@ -231,7 +292,7 @@ class CompiledPlan:
         self.steps: list = []
         for step, after in zip(raw, needed_after):
             if isinstance(step, Group):
-                kstep = KernelStep(step, types, after)
+                kstep = (RowStep if step.rowwise else KernelStep)(step, types, after)
                 kstep.compile(types)
                 self.steps.append(kstep)
             else:

@@ -2,6 +2,7 @@
 from . import elementwise, linalg, nn, reductions  # noqa: F401  (each module registers its ops)
 from . import creation, grad_ops, random_ops, shape_ops  # noqa: F401
 from . import grads_elementwise, grads_reductions  # noqa: F401  (gradient rules, after the ops)
+from . import grads_structural  # noqa: F401
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table
 

@@ -1,0 +1,129 @@
+"""Row-wise fused kernels: ``layer_norm`` / ``softmax`` / ``log_softmax`` over the last axis,
+followed by the elementwise ops that consume their result, in one kernel.
+
+Arrays are viewed as 2-D ``(rows, C)``; each row is handled by one iteration of a ``prange``
+loop: the row statistics (mean/variance, or max/sum of exponentials) are computed in a couple
+of passes over the row while it sits in cache, then one pass applies the normalization and the
+epilogue and writes the output. Statistics accumulate in float64 for float32 inputs.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..ops import TensorType
+from ..ops.families import normalize_dims
+from .codegen import _PREFIX, FLOATS, KernelSpec, NodeSpec, _arg
+from .exprs import Emitter
+
+ANCHORS = ("layer_norm", "softmax", "log_softmax")
+
+
+def row_anchor(node: Any, types: Sequence[TensorType]) -> bool:
+    """Can ``node`` start a row-wise kernel?"""
+    if node.op.name not in ANCHORS:
+        return False
+    x, out = types[node.inputs[0]], types[node.outputs[0]]
+    rank = len(x.shape)
+    if rank == 0 or x.dtype not in FLOATS or out.dtype != x.dtype or x.shape[-1] < 0:
+        return False
+    if node.op.name == "layer_norm":
+        if normalize_dims(node.attrs.dims, rank) != (rank - 1,):
+            return False
+        return all(row_broadcastable(types[i], x.shape) for i in node.inputs[1:])
+    return node.attrs.dim in (-1, rank - 1)
+
+
+def row_broadcastable(t: TensorType, shape: tuple[int, ...]) -> bool:
+    """Inputs a row kernel can read: the full shape, a per-column vector, or a scalar."""
+    if t.weak:
+        return True
+    dims = tuple(t.shape)
+    while dims and dims[0] == 1:
+        dims = dims[1:]
+    return dims in ((), (shape[-1],)) or tuple(t.shape) == tuple(shape)
+
+
+def row_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[bool, bool]:
+    """Broadcast pattern of an input over the 2-D (rows, C) view."""
+    full = tuple(t_shape) == tuple(shape)
+    return (not full, tuple(t_shape)[-1:] in ((), (1,)) and shape[-1] != 1)
+
+
+def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
+    """Source of the row kernels; ``anchor`` is the first node (its NodeSpec is spec.nodes[0])."""
+    first, epilogue = spec.nodes[0], spec.nodes[1:]
+    dt = _PREFIX[first.out_dtype]
+    reads = []
+    for k, (_, (brow, bcol)) in enumerate(spec.arrays):
+        reads.append(f"a{k} = in{k}[{'0' if brow else 'r'}, {'0' if bcol else 'c'}]")
+    x = first.args[0]
+    if anchor == "layer_norm":
+        row = _row_expr(x, spec)
+        stats = [f"mu, var = row_mean_var({row})", f"rstd = 1.0 / math.sqrt(var + {float(eps)!r})"]
+        g = _arg(first.args[1], first.compute)
+        b = _arg(first.args[2], first.compute) if len(first.args) > 2 else None
+        value = f"{dt}(({x} - mu) * rstd) * {g}" + (f" + {b}" if b else "")
+    else:
+        row = _row_expr(x, spec)
+        stats = [f"m = row_max({row})", f"acc = row_sum_exp({row}, m)"]
+        if anchor == "softmax":
+            value = f"{dt}(math.exp({x} - m) / acc)"
+        else:
+            stats.append("lse = m + math.log(acc)")
+            value = f"{dt}({x} - lse)"
+    body = list(reads) + [f"{first.out} = {dt}({value})"]
+    for n in epilogue:
+        expr = n.op.scalar(Emitter(n.compute or np.float64, n.attrs),
+                           *(_arg(a, n.compute) for a in n.args))
+        body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
+    body += [f"o{k}[r, c] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]
+    params = ", ".join([f"in{k}" for k in range(len(spec.arrays))]
+                       + [f"s{k}" for k in range(spec.scalars)]
+                       + [f"o{k}" for k in range(len(spec.outputs))])
+    lines = ["import math", "import numpy as np", "import numba", "from numba import prange",
+             "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
+             "f64 = np.float64", ""]
+    for name, parallel in (("kernel_par", True), ("kernel_ser", False)):
+        lines += [f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)",
+                  f"def {name}({params}):", "    R = o0.shape[0]", "    C = o0.shape[1]",
+                  f"    for r in {'prange' if parallel else 'range'}(R):"]
+        lines += ["        " + s for s in stats]
+        lines.append("        for c in range(C):")
+        lines += ["            " + b for b in body]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _row_expr(ref: str, spec: KernelSpec) -> str:
+    """The anchor input's row ``r`` as a 1-D view (it is always a full-shape array)."""
+    return f"in{ref[1:]}[r]"
+
+
+def spec_for_rows(nodes: Sequence[Any], arrays: list, scalars: list, outputs: list,
+                  types: Sequence[TensorType], shape: tuple[int, ...]) -> KernelSpec:
+    refs = {s: f"a{k}" for k, s in enumerate(arrays)}
+    refs.update({s: f"s{k}" for k, s in enumerate(scalars)})
+    patterns = tuple((types[s].dtype, row_pattern(types[s].shape, shape)) for s in arrays)
+    specs = []
+    for k, n in enumerate(nodes):
+        ins = [types[i] for i in n.inputs]
+        strong = [t.dtype for t in ins if not t.weak and t.dtype in FLOATS]
+        specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), f"t{k}",
+                              types[n.outputs[0]].dtype,
+                              np.result_type(*strong) if strong else None))
+        refs[n.outputs[0]] = f"t{k}"
+    return KernelSpec(2, False, patterns, len(scalars), tuple(specs),
+                      tuple((refs[s], types[s].dtype) for s in outputs))
+
+
+def as_rows(a: np.ndarray, pattern: tuple[bool, bool], shape: tuple[int, ...]) -> np.ndarray | None:
+    """The 2-D view a row kernel reads, or None if ``a`` does not fit ``pattern``."""
+    brow, bcol = pattern
+    cols = shape[-1] if shape else 1
+    if not brow:
+        return np.ascontiguousarray(a).reshape(-1, cols) if a.shape == shape else None
+    if a.size == 1:
+        return np.ascontiguousarray(a).reshape(1, 1) if bcol or cols == 1 else None
+    return np.ascontiguousarray(a).reshape(1, cols) if a.shape[-1:] == (cols,) and a.size == cols else None

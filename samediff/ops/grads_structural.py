@@ -1,0 +1,358 @@
+"""Gradient rules of the structural ops: shape ops, matrix products (``linalg.py``), the nn
+ops, creation and random ops, and the gradient helpers of ``grad_ops.py``.
+
+Rules use only table ops, so backward graphs can be differentiated again. Shapes may hold -1
+(unknown) dims: a rule never turns one into a static attribute. Where a gradient needs a
+run-time shape it takes it from an input through a ``*_like`` helper of ``grad_ops.py``
+(``reshape_like``, ``slice_grad``, ``pad_grad``, ``split_like``, ``reduce_to_like``), and
+fast static paths are used only when every dim involved is known.
+
+Conventions:
+
+* ``scatter_update``: with duplicate indices only the update that wins (the last one) gets a
+  gradient; the others did not reach the output. ``ref`` gets ``g`` with the overwritten rows
+  zeroed.
+* ``pad`` in ``reflect``/``symmetric`` mode: every mirrored copy sends its gradient back to its
+  source element; the ``constant`` value gets none (it is an attribute).
+* ``one_hot`` is non-differentiable (integer input).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .families import normalize_axis, normalize_dims
+from .registry import defgrad, nondifferentiable
+
+
+def _unary(name: str, fn: Any) -> None:
+    """Register ``fn(F, x, g, attrs) -> dx`` for a one-input, one-output op."""
+    defgrad(name, lambda F, ins, outs, gs, a: [fn(F, ins[0], gs[0], a)])
+
+
+def _like_only(name: str, fn: Any) -> None:
+    """Register ``fn(F, x, g, attrs) -> dx`` for a helper ``op(x, like)``: ``like`` only lends
+    its shape, so it gets no gradient."""
+    defgrad(name, lambda F, ins, outs, gs, a: [fn(F, ins[0], gs[0], a), None])
+
+
+def _known(shape: tuple[int, ...]) -> bool:
+    return all(d >= 0 for d in shape)
+
+
+def _blocks(F: Any, g: Any, expanded: Any, reps: tuple[int, ...]) -> Any:
+    """``g`` reshaped to ``expanded``'s shape times ``reps`` (``expanded`` has size 1 wherever
+    ``reps`` is not 1): splits each repeated dim of ``g`` into (copies, size) or (size, copies)
+    blocks. Static when the sizes are known, else shaped like a run-time broadcast."""
+    shape = tuple(d * r if d >= 0 else -1 for d, r in zip(expanded.shape, reps))
+    if _known(shape):
+        return F.reshape(g, shape=shape)
+    like = F.broadcast_like(expanded, F.zeros(shape=reps, dtype=expanded.dtype))
+    return F.reshape_like(g, like)
+
+
+# --- reshape / permute / transpose / expand_dims / squeeze / flatten ------------------------
+
+def _flatten(F: Any, x: Any, g: Any, a: Any) -> Any:
+    if a.order.upper() == "F":  # column-major order is row-major order of the transpose
+        return F.transpose(F.reshape_like(g, F.transpose(x)))
+    return F.reshape_like(g, x)
+
+
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, d in enumerate(perm):
+        inv[d] = i
+    return tuple(inv)
+
+
+_unary("reshape", lambda F, x, g, a: F.reshape_like(g, x))
+_unary("squeeze", lambda F, x, g, a: F.reshape_like(g, x))
+_unary("flatten", _flatten)
+_unary("permute", lambda F, x, g, a: F.permute(g, dims=_inverse(a.dims)))
+_unary("transpose", lambda F, x, g, a: F.transpose(g))
+_unary("expand_dims", lambda F, x, g, a: F.squeeze(
+    g, axis=(normalize_axis(a.axis, len(x.shape) + 1),)))
+
+
+# --- concat / stack / unstack / split ---------------------------------------------------------
+
+def _concat(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    g = gs[0]
+    if len(ins) == 1:
+        return [g]
+    ax = normalize_axis(a.axis, len(g.shape))
+    sizes = tuple(x.shape[ax] for x in ins)
+    if sum(s < 0 for s in sizes) <= 1:  # split takes one -1 (the rest)
+        return list(F.split(g, num_or_sizes=sizes, axis=ax))
+    return list(F.split_like([g, *ins], axis=ax))  # sizes known only at run time
+
+
+defgrad("concat", _concat)
+defgrad("stack", lambda F, ins, outs, gs, a: list(
+    F.unstack(gs[0], axis=normalize_axis(a.axis, len(gs[0].shape)))))
+defgrad("unstack", lambda F, ins, outs, gs, a: [
+    F.stack(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))])
+defgrad("split", lambda F, ins, outs, gs, a: [
+    F.concat(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))])
+
+
+# --- slice / strided_slice ---------------------------------------------------------------------
+
+def _slice_spec(a: Any) -> tuple:
+    """``slice``'s begin/size as a ``strided_slice`` index (size -1 = to the end)."""
+    return tuple(("slice", b, None if s == -1 else b + s, None) for b, s in zip(a.begin, a.size))
+
+
+_unary("slice", lambda F, x, g, a: F.slice_grad(g, x, index=_slice_spec(a)))
+_unary("strided_slice", lambda F, x, g, a: F.slice_grad(g, x, index=a.index))
+
+
+# --- gather / scatter ----------------------------------------------------------------------------
+
+def _gather(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    """Scatter-add ``g`` into zeros of ``x``'s shape (repeated indices accumulate). scatter_add
+    writes along axis 0, so ``axis`` is moved to the front and back again."""
+    x, idx = ins
+    g, r, k = gs[0], len(ins[0].shape), len(ins[1].shape)
+    ax = normalize_axis(a.axis, r)
+    if ax == 0:
+        return [F.scatter_add(F.zeros_like(x), idx, g), None]
+    front = (ax, *range(ax), *range(ax + 1, r))
+    # g's dims: x's dims before axis, then the index dims, then x's dims after axis
+    upd = F.permute(g, dims=(*range(ax, ax + k), *range(ax), *range(ax + k, r + k - 1)))
+    out = F.scatter_add(F.permute(F.zeros_like(x), dims=front), idx, upd)
+    return [F.permute(out, dims=_inverse(front)), None]
+
+
+def _scatter_update(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    ref, idx, upd = ins
+    g = gs[0]
+    rows = F.gather(g, idx)
+    # Which update reached the output? Number the updates 1..n, scatter the numbers like the
+    # updates (the last duplicate wins) and keep the updates whose number came back.
+    num = F.reshape_like(F.cumsum(F.flatten(F.ones_like(idx))), idx)
+    for _ in range(len(ref.shape) - 1):
+        num = F.expand_dims(num, axis=-1)
+    winner = F.gather(F.scatter_update(F.zeros_like(ref, dtype=num.dtype), idx, num), idx)
+    won = F.where(F.eq(winner, num), rows, F.zeros_like(rows))
+    return [F.scatter_update(g, idx, F.zeros_like(upd)), None, won]
+
+
+defgrad("gather", _gather)
+defgrad("scatter_add", lambda F, ins, outs, gs, a: [gs[0], None, F.gather(gs[0], ins[1])])
+defgrad("scatter_update", _scatter_update)
+
+
+# --- tile / repeat / broadcast_to / pad / reverse / one_hot -----------------------------------
+
+def _tile(F: Any, x: Any, g: Any, a: Any) -> Any:
+    """Sum the copies: view ``g`` as (reps0, size0, reps1, size1, ...) blocks and sum the reps."""
+    n = max(len(x.shape), len(a.reps))
+    reps = (1,) * (n - len(a.reps)) + tuple(a.reps)
+    expanded = x
+    for _ in range(n - len(x.shape)):
+        expanded = F.expand_dims(expanded, axis=0)
+    for i in range(n):
+        expanded = F.expand_dims(expanded, axis=2 * i)  # (1, size0, 1, size1, ...)
+    interleaved = tuple(v for r in reps for v in (r, 1))
+    summed = F.sum(_blocks(F, g, expanded, interleaved), dims=tuple(range(0, 2 * n, 2)))
+    return F.reshape_like(summed, x)
+
+
+def _repeat(F: Any, x: Any, g: Any, a: Any) -> Any:
+    """Sum the copies: each element is repeated in a row, so view ``g``'s axis as (size, copies)."""
+    # numpy repeats the flattened array for axis=None and treats a scalar as shape (1,)
+    base = F.flatten(x) if a.axis is None or not x.shape else x
+    ax = 0 if a.axis is None else normalize_axis(a.axis, len(base.shape))
+    reps = tuple(a.repeats if i == ax + 1 else 1 for i in range(len(base.shape) + 1))
+    summed = F.sum(_blocks(F, g, F.expand_dims(base, axis=ax + 1), reps), dims=(ax + 1,))
+    return summed if base is x else F.reshape_like(summed, x)
+
+
+def _pad(F: Any, x: Any, g: Any, a: Any) -> Any:
+    if a.mode == "constant":  # the inner block; negative stops keep it free of static sizes
+        return F.strided_slice(g, index=tuple(("slice", b, -e if e else None, None)
+                                              for b, e in a.paddings))
+    return F.pad_grad(g, x, paddings=a.paddings, mode=a.mode)
+
+
+_unary("tile", _tile)
+_unary("repeat", _repeat)
+_unary("broadcast_to", lambda F, x, g, a: F.reduce_to_like(g, x))
+_unary("pad", _pad)
+_unary("reverse", lambda F, x, g, a: F.reverse(g, dims=a.dims))
+nondifferentiable("one_hot")
+
+
+# --- matrix products ---------------------------------------------------------------------------
+
+def _swap_last2(F: Any, t: Any) -> Any:
+    n = len(t.shape)
+    return F.permute(t, dims=(*range(n - 2), n - 1, n - 2))
+
+
+def matmul_grads(F: Any, x: Any, y: Any, g: Any, tx: bool = False, ty: bool = False,
+                 tr: bool = False) -> tuple[Any, Any]:
+    """Gradients of ``matmul(x, y, transpose_x=tx, transpose_y=ty, transpose_result=tr)``.
+
+    With ``A = op(x)``, ``B = op(y)`` and ``C = A @ B``: ``dA = G B^T``, ``dB = A^T G``; the
+    transposes are folded into matmul's flags. 1-D operands are promoted like numpy (x to a
+    row, y to a column) and the added dim is squeezed again; broadcast batch dims are summed by
+    the engine."""
+    if tr and len(g.shape) >= 2:  # numpy semantics: the result transpose needs rank >= 2
+        g = _swap_last2(F, g)
+    x1, y1 = len(x.shape) == 1, len(y.shape) == 1
+    if x1:
+        x, tx, g = F.expand_dims(x, axis=0), False, F.expand_dims(g, axis=-1 if y1 else -2)
+    if y1:
+        y, ty, g = F.expand_dims(y, axis=-1), False, F.expand_dims(g, axis=-1)
+    dx = (F.matmul(y, g, transpose_x=ty, transpose_y=True) if tx
+          else F.matmul(g, y, transpose_y=not ty))
+    dy = (F.matmul(g, x, transpose_x=True, transpose_y=tx) if ty
+          else F.matmul(x, g, transpose_x=not tx))
+    if x1:
+        dx = F.squeeze(dx, axis=(-2,))
+    if y1:
+        dy = F.squeeze(dy, axis=(-1,))
+    return dx, dy
+
+
+def _tensor_mmul(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    """Contract ``g`` with the other operand over its free dims, then permute the result (free
+    dims first, contracted dims in ascending order of the other operand) back into place."""
+    x, y = ins
+    g, rx, ry = gs[0], len(x.shape), len(y.shape)
+    ax = [normalize_axis(d, rx) for d in a.dims_x]
+    ay = [normalize_axis(d, ry) for d in a.dims_y]
+    fx = [i for i in range(rx) if i not in ax]
+    fy = [j for j in range(ry) if j not in ay]
+    dx = F.tensor_mmul(g, y, dims_x=tuple(range(len(fx), len(fx) + len(fy))), dims_y=tuple(fy))
+    dy = F.tensor_mmul(x, g, dims_x=tuple(fx), dims_y=tuple(range(len(fx))))
+    perm_x = [fx.index(i) if i in fx else len(fx) + sorted(ay).index(ay[ax.index(i)])
+              for i in range(rx)]
+    perm_y = [len(ax) + fy.index(j) if j in fy else sorted(ax).index(ax[ay.index(j)])
+              for j in range(ry)]
+    return [_permuted(F, dx, perm_x), _permuted(F, dy, perm_y)]
+
+
+def _permuted(F: Any, t: Any, perm: list) -> Any:
+    return t if perm == sorted(perm) else F.permute(t, dims=tuple(perm))
+
+
+def _dot(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    x, y = ins
+    g = gs[0]
+    if a.dims is not None:  # restore the reduced dims as size 1 (dims of the broadcast shape)
+        for d in normalize_dims(a.dims, max(len(x.shape), len(y.shape))):
+            g = F.expand_dims(g, axis=d)
+    # a reduced dim where the other operand has size 1 must still get x's size: broadcast
+    return [F.broadcast_like(g * y, x), F.broadcast_like(g * x, y)]
+
+
+defgrad("matmul", lambda F, ins, outs, gs, a: list(matmul_grads(
+    F, ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)))
+defgrad("tensor_mmul", _tensor_mmul)
+defgrad("dot", _dot)
+
+
+# --- nn ---------------------------------------------------------------------------------------
+
+def _placed(F: Any, p: Any, rank: int, axes: tuple[int, ...]) -> Any:
+    """A parameter whose dims sit (right-aligned) on ``axes`` of a rank-``rank`` array, with
+    size-1 dims inserted elsewhere (nn.py's placement, built with expand_dims: no static
+    sizes). Scalars broadcast as they are."""
+    if not p.shape:
+        return p
+    covered = axes[len(axes) - len(p.shape):]
+    for q in range(rank):  # ascending: each insert leaves the later positions right
+        if q not in covered:
+            p = F.expand_dims(p, axis=q)
+    return p
+
+
+def _sum_except(F: Any, t: Any, keep: tuple[int, ...]) -> Any:
+    """``t`` summed over every dim not in ``keep`` (parameter gradients; the engine then sums
+    leading or size-1 dims down to the parameter's own shape)."""
+    rest = tuple(i for i in range(len(t.shape)) if i not in keep)
+    return F.sum(t, dims=rest) if rest else t
+
+
+def _softmax(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    y, gy = outs[0], gs[0] * outs[0]
+    return [gy - y * F.sum(gy, dims=(a.dim,), keep_dims=True)]
+
+
+def _log_softmax(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    g = gs[0]
+    return [g - F.exp(outs[0]) * F.sum(g, dims=(a.dim,), keep_dims=True)]
+
+
+def _layer_norm(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    """``xhat = (x - mean) * rstd``; ``dx = rstd * (gp - mean(gp) - xhat * mean(gp * xhat))``
+    with ``gp = g * gain`` and means over the normalized dims (biased variance)."""
+    x, gain, g = ins[0], ins[1], gs[0]
+    rank = len(x.shape)
+    axes = normalize_dims(a.dims, rank)
+    xc = x - F.mean(x, dims=axes, keep_dims=True)
+    rstd = F.rsqrt(F.mean(xc * xc, dims=axes, keep_dims=True) + a.epsilon)
+    xhat = xc * rstd
+    gp = g * _placed(F, gain, rank, axes)
+    dx = rstd * (gp - F.mean(gp, dims=axes, keep_dims=True)
+                 - xhat * F.mean(gp * xhat, dims=axes, keep_dims=True))
+    grads = [dx, _sum_except(F, g * xhat, axes)]
+    return grads + ([_sum_except(F, g, axes)] if len(ins) > 2 else [])
+
+
+def _batch_norm(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    x, mean, variance, gamma, _ = ins
+    g, rank = gs[0], len(ins[0].shape)
+    ax = normalize_axis(a.axis, rank)
+
+    def along(p: Any) -> Any:
+        return _placed(F, p, rank, (ax,))
+    rstd = F.rsqrt(along(variance) + a.epsilon)
+    xc = x - along(mean)
+    dx = g * along(gamma) * rstd
+    return [dx, -_sum_except(F, dx, (ax,)), -0.5 * _sum_except(F, dx * xc * rstd * rstd, (ax,)),
+            _sum_except(F, g * xc * rstd, (ax,)), _sum_except(F, g, (ax,))]
+
+
+def _bias_add(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    rank = len(ins[0].shape)
+    return [gs[0], _sum_except(F, gs[0], (1 if a.nchw else rank - 1,))]
+
+
+def _linear(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+    dx, dw = matmul_grads(F, ins[0], ins[1], gs[0])
+    return [dx, dw] + ([gs[0]] if len(ins) > 2 else [])
+
+
+defgrad("softmax", _softmax)
+defgrad("log_softmax", _log_softmax)
+defgrad("layer_norm", _layer_norm)
+defgrad("batch_norm", _batch_norm)
+defgrad("bias_add", _bias_add)
+defgrad("linear", _linear)
+
+
+# --- creation and random ops -------------------------------------------------------------------
+# Ops without array inputs have nothing to differentiate. The ``*_like`` ops read only x's
+# shape and dtype, never its values: x gets no gradient (None, rather than a materialized zero
+# array added into x's gradient), so a loss that reaches x only through them reports that x
+# "does not affect any loss" — which is exactly true.
+
+nondifferentiable("zeros", "ones", "full", "linspace", "arange", "eye",
+                  "uniform", "normal", "bernoulli", "truncated_normal")
+for _name in ("zeros_like", "ones_like", "full_like"):
+    defgrad(_name, lambda F, ins, outs, gs, a: [None])
+
+
+# --- the gradient helpers: each one's gradient is its partner ------------------------------------
+
+_like_only("reduce_to_like", lambda F, x, g, a: F.broadcast_like(g, x))
+_like_only("broadcast_like", lambda F, x, g, a: F.reduce_to_like(g, x))
+_like_only("reshape_like", lambda F, x, g, a: F.reshape_like(g, x))
+_like_only("slice_grad", lambda F, x, g, a: F.strided_slice(g, index=a.index))
+_like_only("pad_grad", lambda F, x, g, a: F.pad(g, paddings=a.paddings, mode=a.mode))
+defgrad("split_like", lambda F, ins, outs, gs, a: [
+    F.concat(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))] + [None] * (len(ins) - 1))
