@@ -51,21 +51,25 @@ def from_samples(op, first_only=False):
     constants."""
     out = []
     for k, s in enumerate(SAMPLES[op]):
-        inputs = [x if isinstance(x, np.ndarray) and x.dtype.kind == "f" and (j == 0 or not first_only)
-                  else Const(x) for j, x in enumerate(s.inputs)]
+        inputs = [x if isinstance(x, np.ndarray) and x.dtype.kind == "f"
+                  and (j == 0 or not first_only) else Const(x) for j, x in enumerate(s.inputs)]
         out.append(pytest.param(op, inputs, dict(s.attrs), id=f"{op}-sample{k}"))
     return out
 
 
 SHAPE = [
-    case("reshape", u(2, 3, 2), shape=(3, -1)), case("reshape", u(3, 1), shape=(1, 3, 1), id="reshape-1"),
+    case("reshape", u(2, 3, 2), shape=(3, -1)),
+    case("reshape", u(3, 1), shape=(1, 3, 1), id="reshape-1"),
     case("permute", u(2, 3, 2), dims=(2, 0, 1)), case("transpose", u(2, 3, 2)),
-    case("expand_dims", u(2, 3), axis=1), case("expand_dims", u(2, 3), axis=-1, id="expand_dims-neg"),
+    case("expand_dims", u(2, 3), axis=1),
+    case("expand_dims", u(2, 3), axis=-1, id="expand_dims-neg"),
     case("squeeze", u(2, 1, 3, 1)), case("squeeze", u(2, 1, 3, 1), axis=(1,), id="squeeze-axis"),
     case("flatten", u(2, 3, 2)), case("flatten", u(2, 3, 2), order="f", id="flatten-f"),
-    case("concat", u(2, 3), u(1, 3), u(3, 3)), case("concat", u(2, 1), u(2, 3), axis=-1, id="concat-1"),
+    case("concat", u(2, 3), u(1, 3), u(3, 3)),
+    case("concat", u(2, 1), u(2, 3), axis=-1, id="concat-1"),
     case("concat", u(2, 3), id="concat-one"),
-    case("stack", u(2, 3), u(2, 3), u(2, 3)), case("stack", u(3, 2), u(3, 2), axis=-1, id="stack-1"),
+    case("stack", u(2, 3), u(2, 3), u(2, 3)),
+    case("stack", u(3, 2), u(3, 2), axis=-1, id="stack-1"),
     case("unstack", u(2, 3, 2), axis=1), case("unstack", u(3, 2), id="unstack-0"),
     case("split", u(4, 3), num_or_sizes=(2,)),
     case("split", u(2, 7), num_or_sizes=(2, -1, 1), axis=1, id="split-sizes"),
@@ -81,19 +85,22 @@ SHAPE = [
     case("scatter_add", u(4, 2), ix([[0], [-1]]), u(1, 2), id="scatter_add-broadcast"),
     case("scatter_update", u(5, 2), ix([0, 2, 4]), u(3, 2)),
     case("scatter_update", u(5, 2), ix([0, 2, 0, 2, 3]), u(5, 2), id="scatter_update-dups"),
-    case("scatter_update", u(4, 3), ix([[3], [1]]), u(1, 3), id="scatter_update-broadcast"),
+    case("scatter_update", u(4, 3), ix([[3], [1]], np.int32), u(1, 3),
+         id="scatter_update-broadcast"),
     case("tile", u(2, 3), reps=(2, 1)), case("tile", u(2, 3), reps=(2, 1, 2), id="tile-rank-up"),
     case("tile", u(3), reps=(2, 2), id="tile-1d"),
     case("repeat", u(2, 3), repeats=2), case("repeat", u(2, 3), repeats=3, axis=1, id="repeat-1"),
     case("repeat", u(2, 1), repeats=2, axis=-2, id="repeat-neg"),
     case("repeat", u(), repeats=3, axis=0, id="repeat-scalar"),
-    case("broadcast_to", u(3, 1), shape=(2, 3, 4)), case("broadcast_to", u(), shape=(2, 2), id="bt-0d"),
+    case("broadcast_to", u(3, 1), shape=(2, 3, 4)),
+    case("broadcast_to", u(), shape=(2, 2), id="bt-0d"),
     case("pad", u(2, 3), paddings=((1, 0), (2, 1)), constant=1.0),
     case("pad", u(3, 4), paddings=((1, 1), (2, 2)), mode="reflect", id="pad-reflect"),
     case("pad", u(3, 4), paddings=((2, 1), (1, 0)), mode="symmetric", id="pad-symmetric"),
     case("pad", u(3), paddings=((4, 5),), mode="reflect", id="pad-reflect-wide"),
     case("pad", u(2), paddings=((3, 3),), mode="symmetric", id="pad-symmetric-wide"),
-    case("reverse", u(2, 3, 2), dims=(0, 2)), case("reverse", u(3, 1), dims=(-2,), id="reverse-neg"),
+    case("reverse", u(2, 3, 2), dims=(0, 2)),
+    case("reverse", u(3, 1), dims=(-2,), id="reverse-neg"),
 ]
 
 LINALG = [
@@ -125,7 +132,8 @@ NN = [
     case("batch_norm", u(3, 4), u(4), u(4, lo=0.5, hi=2.0), u(4), u(4)),
     case("batch_norm", u(2, 3, 2), u(3), u(3, lo=0.5, hi=2.0), u(3), u(3), axis=1,
          id="batch_norm-axis1"),
-    case("bias_add", u(3, 4), u(4)), case("bias_add", u(2, 3, 2), u(3), nchw=True, id="bias_add-nchw"),
+    case("bias_add", u(3, 4), u(4)),
+    case("bias_add", u(2, 3, 2), u(3), nchw=True, id="bias_add-nchw"),
     case("linear", u(2, 3), u(3, 4), u(4)), case("linear", u(3), u(3, 2), id="linear-1d"),
     case("linear", u(2, 2, 3), u(3, 2), u(2), id="linear-batch"),
 ]
@@ -257,7 +265,8 @@ DYNAMIC = [
     ("concat-1", lambda sd, h, b: sd.shape.concat([h, h * h], axis=1)),
     ("stack", lambda sd, h, b: sd.shape.stack([h, h * h], axis=1)),
     ("unstack", lambda sd, h, b: sd.shape.stack(list(sd.shape.unstack(h, axis=1))[::-1], axis=1)),
-    ("split", lambda sd, h, b: sd.shape.concat(list(sd.shape.split(h, (1, 2), axis=1))[::-1], axis=1)),
+    ("split", lambda sd, h, b: sd.shape.concat(list(sd.shape.split(h, (1, 2), axis=1))[::-1],
+                                               axis=1)),
     ("slice", lambda sd, h, b: sd.shape.slice(h, (0, 1), (-1, 2))),
     ("strided_slice", lambda sd, h, b: h[::-1, 1:]),
     ("gather", lambda sd, h, b: h.gather(sd.constant("i", np.array([0, 0])))),

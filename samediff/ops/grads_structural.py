@@ -14,7 +14,12 @@ Conventions:
   zeroed.
 * ``pad`` in ``reflect``/``symmetric`` mode: every mirrored copy sends its gradient back to its
   source element; the ``constant`` value gets none (it is an attribute).
-* ``one_hot`` is non-differentiable (integer input).
+* ``gather``: repeated indices accumulate their gradients (scatter-add into zeros).
+* ``concat`` splits ``g`` with static sizes when at most one input's size along the axis is
+  unknown, else with ``split_like`` (sizes read at run time).
+* ``zeros_like``/``ones_like``/``full_like`` read only x's shape and dtype: x gets no gradient
+  (``None``; see the creation section). Ops without array inputs (creation, random) and
+  ``one_hot`` (integer input) are non-differentiable.
 """
 from __future__ import annotations
 
