@@ -137,6 +137,7 @@ class KernelStep:
         self.out_dtypes = [types[s].dtype for s in self.outputs]
         self.reason = ""
         self.kernels: Any = None
+        self._preps: dict[tuple, Any] = {}
         self.spec = self._spec(types)
 
     def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
@@ -188,31 +189,47 @@ class KernelStep:
             log.warning("fused group (%s) falls back to the interpreter: %s",
                         self.describe(), self.reason)
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
-        """Run the kernel; False if the runtime shapes do not fit the compiled broadcast
-        pattern (possible when the graph had -1 dims), so the caller must interpret."""
-        arrays = [np.asarray(values[s]) for s in self.arrays]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+    def _prepare(self, shapes: tuple) -> Any:
+        """How to call the kernel for these input shapes: (output shape, reshape targets,
+        parallel?), or False if they do not fit the compiled broadcast pattern (possible when
+        the graph had -1 dims) and the caller must interpret. Cached per shape tuple."""
+        try:
+            shape = np.broadcast_shapes(*shapes) if shapes else ()
+        except ValueError:
+            return False
         rank = len(self.shape)
         if len(shape) != rank:
             return False
         if self.flat:
-            if any(a.shape != shape for a in arrays):
+            if any(sh != shape for sh in shapes):
                 return False
-            args = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+            targets = [(-1,)] * len(shapes)
         else:
-            args = []
-            for a, (_, pattern) in zip(arrays, self.spec.arrays):
-                full = (1,) * (rank - a.ndim) + a.shape
+            targets = []
+            for sh, (_, pattern) in zip(shapes, self.spec.arrays):
+                full = (1,) * (rank - len(sh)) + tuple(sh)
                 # a broadcast dim is read at index 0 (needs size 1), others at the loop index
                 if not all((d == 1) if b else (d == o) for d, o, b in zip(full, shape, pattern)):
                     return False
-                args.append(np.ascontiguousarray(a).reshape(full))
-        outs = [np.empty(shape, d) for d in self.out_dtypes]
-        out_args = [o.reshape(-1) if self.flat else o for o in outs]
+                targets.append(full)
         size = int(np.prod(shape, dtype=np.int64))
-        fn = self.kernels.kernel_ser if (force_serial or size < PARALLEL_THRESHOLD) \
-            else self.kernels.kernel_par
+        return shape, targets, size >= PARALLEL_THRESHOLD
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        arrays = [values[s] for s in self.arrays]
+        key = tuple([np.shape(a) for a in arrays])
+        prep = self._preps.get(key)
+        if prep is None:
+            if len(self._preps) > 64:
+                self._preps.clear()
+            prep = self._preps[key] = self._prepare(key)
+        if prep is False:
+            return False
+        shape, targets, parallel = prep
+        args = [a.reshape(t) for a, t in zip(arrays, targets)]  # values are ndarrays
+        outs = [np.empty(shape, d) for d in self.out_dtypes]
+        out_args = [o.reshape(-1) for o in outs] if self.flat else outs
+        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
         fn(*args, *[values[s] for s in self.scalars], *out_args)
         for s, o in zip(self.outputs, outs):
             values[s] = o
@@ -279,6 +296,7 @@ class CompiledPlan:
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
         self._results = [simple.resolve(s) for s in output_slots]
         self._shared = [r in self.constants or self._results.count(r) > 1 for r in self._results]
+        self._any_shared = any(self._shared)
         self.folded, self.merged = len(needed) - len(simple.nodes) - len(simple.alias), len(simple.alias)
         raw = partition(simple.nodes, types)
         # which values each step must hand on: read by a later step, or a plan output
@@ -325,7 +343,8 @@ class CompiledPlan:
                 interpreter.run_nodes((step,), values)
             for s in frees:
                 values.pop(s, None)
-        return protect_outputs([values[s] for s in self._results], self._shared)
+        results = [values[s] for s in self._results]
+        return protect_outputs(results, self._shared) if self._any_shared else results
 
     def explain(self) -> str:
         kernels = [s for s in self.steps if isinstance(s, KernelStep)]
