@@ -158,3 +158,13 @@ def test_float32_graph_gets_float32_gradients():
     (w * 2.0).sum().mark_as_loss()
     g = sd.calculate_gradients({}, "w")["w"]
     assert g.dtype == np.float32
+
+
+def test_table_validation_rejects_an_op_without_a_gradient_decision():
+    from samediff.ops.registry import OpDef
+    from samediff.ops.validate import OpTableError, check_op, validate_table
+    op = OpDef(name="undecided", inputs=("x",), attr_kinds={}, infer=lambda t, a: t[0],
+               impl=lambda x: x, doc="An op that forgot its gradient.")
+    assert any("gradient" in p for p in check_op(op))
+    with pytest.raises(OpTableError, match="undecided"):
+        validate_table([op])

@@ -41,8 +41,11 @@ def check_op(op: OpDef) -> list[str]:
                 problems.append(f"default of {attr!r} is not canonical ({default!r})")
         except Exception as exc:  # noqa: BLE001 - report any failure as a table problem
             problems.append(f"default of {attr!r} is invalid for {kind}: {exc}")
-    if op.grad is not None and op.grad != "none" and not callable(op.grad):
-        problems.append("grad must be callable, 'none' or None")
+    if op.grad is None:
+        problems.append("has no gradient rule and is not marked non-differentiable "
+                        "(use defgrad or nondifferentiable)")
+    elif op.grad != "none" and not callable(op.grad):
+        problems.append("grad must be a callable rule or NONDIFF")
     return problems
 
 
