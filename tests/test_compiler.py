@@ -16,7 +16,8 @@ from samediff import compiler
 from samediff.compiler import codegen
 from samediff.compiler import plan as cplan
 
-pytestmark = pytest.mark.compiled
+# `both()` is one call site tracing many different graphs: its retrace warning is expected
+pytestmark = [pytest.mark.compiled, pytest.mark.filterwarnings("ignore::tracing.RetraceWarning")]
 RNG = np.random.default_rng(7)
 
 
@@ -164,3 +165,21 @@ def test_kernels_are_cached_on_disk_across_processes(tmp_path):
     assert first[0] == "0" and int(second[0]) >= 1   # the second process loaded, not compiled
     assert first[1] == second[1]
     assert list((tmp_path / "kernels").glob("k_*.py"))
+
+
+@pytest.mark.parametrize("reduce", [lambda y: y.sum(1), lambda y: y.mean(-1, keep_dims=True),
+                                    lambda y: y.max(1), lambda y: y.min(), lambda y: y.sum()])
+def test_reductions_fuse_with_the_chain_that_feeds_them(reduce):
+    x, b = arr(9, 7), arr(9, 7)
+    got, want, plan = both(lambda x, b: reduce(nd.math.tanh(x * 0.5 - b) + 1.0), x, b)
+    steps = [type(s).__name__ for s in plan.steps]
+    assert steps == ["ReduceStep"], plan.explain()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_read_elsewhere_is_not_swallowed_by_a_reduction():
+    x = arr(5, 4)
+    (total, y), (want_total, want_y), plan = both(lambda x: ((x * 2.0).sum(1), x * 2.0), x)
+    np.testing.assert_allclose(total.numpy(), want_total.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(y.numpy(), want_y.numpy())

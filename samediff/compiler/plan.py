@@ -20,9 +20,11 @@ import numpy as np
 from .. import interpreter
 from ..errors import NdError
 from ..ops import TensorType
+from ..ops.families import reduce_shape
 from . import exprs  # noqa: F401  (fills the ops' scalar slots)
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import protect_outputs, simplify
+from .reduce import render_reduce, split_pattern, trailing_split
 from .rowwise import as_rows, render_rows, row_anchor, row_broadcastable, spec_for_rows
 
 log = logging.getLogger("nd4py.compiler")
@@ -76,6 +78,7 @@ class Group:
     nodes: list = field(default_factory=list)
     produced: set = field(default_factory=set)
     rowwise: bool = False   # starts with a row anchor (layer_norm/softmax/log_softmax)
+    reduce_split: int | None = None  # ends with a reduction over dims[reduce_split:]
 
     def accepts(self, node: Any, types: Sequence[TensorType]) -> bool:
         if self.rowwise:  # a row kernel can only read full rows, column vectors and scalars
@@ -116,6 +119,40 @@ def partition(nodes: Sequence[Any], types: Sequence[TensorType]) -> list:
         for o in node.outputs:
             step_of[o] = target
     return steps
+
+
+def fuse_reductions(steps: list, types: Sequence[TensorType], outputs: Sequence[Any]) -> list:
+    """Fold a trailing-dims reduction into the elementwise group right before it when that
+    group's values are read by nobody else (so the full-size intermediate need not exist)."""
+    consumers: dict[Any, list] = {}
+    for step in steps:
+        for n in (step.nodes if isinstance(step, Group) else [step]):
+            for i in n.inputs:
+                consumers.setdefault(i, []).append(n)
+    wanted = set(outputs)
+    out: list = []
+    for step in steps:
+        prev = out[-1] if out else None
+        split = None if isinstance(step, Group) else trailing_split(step, types)
+        if (split is not None and isinstance(prev, Group) and not prev.rowwise
+                and prev.reduce_split is None and step.inputs[0] in prev.produced
+                and prev.shape == types[step.inputs[0]].shape and not prev.produced & wanted
+                and _read_only_inside(prev, step, consumers) and _fits_split(prev, types, split)):
+            prev.nodes.append(step)
+            prev.reduce_split = split
+            continue
+        out.append(step)
+    return out
+
+
+def _read_only_inside(group: Group, reduction: Any, consumers: dict) -> bool:
+    inside = {id(n) for n in group.nodes} | {id(reduction)}
+    return all(id(c) in inside for v in group.produced for c in consumers.get(v, ()))
+
+
+def _fits_split(group: Group, types: Sequence[TensorType], split: int) -> bool:
+    return all(types[i].weak or split_pattern(types[i].shape, group.shape, split) is not None
+               for n in group.nodes for i in n.inputs if i not in group.produced)
 
 
 class KernelStep:
@@ -282,6 +319,64 @@ class RowStep(KernelStep):
         return True
 
 
+class ReduceStep(KernelStep):
+    """An elementwise chain and the trailing-dims reduction it feeds, in one kernel."""
+
+    def __init__(self, group: Group, types: Sequence[TensorType], needed_after: set) -> None:
+        self.reduction = group.nodes[-1]
+        self.split = group.reduce_split
+        super().__init__(group, types, needed_after)
+        self.outputs = list(self.reduction.outputs)
+        self.out_dtypes = [types[self.reduction.outputs[0]].dtype]
+
+    def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
+        self.flat = False
+        chain = self.nodes[:-1]
+        refs = {s: f"a{k}" for k, s in enumerate(self.arrays)}
+        refs.update({s: f"s{k}" for k, s in enumerate(self.scalars)})
+        patterns = tuple((types[s].dtype, split_pattern(types[s].shape, self.shape, self.split))
+                         for s in self.arrays)
+        specs = []
+        for k, n in enumerate(chain):
+            specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), f"t{k}",
+                                  types[n.outputs[0]].dtype,
+                                  _compute_dtype([types[i] for i in n.inputs])))
+            refs[n.outputs[0]] = f"t{k}"
+        out = self.reduction.outputs[0]
+        return KernelSpec(2, False, patterns, len(self.scalars), tuple(specs),
+                          ((refs[self.reduction.inputs[0]], types[out].dtype),))
+
+    def source(self) -> str:
+        return render_reduce(self.spec, self.reduction.op.name)
+
+    def warmup_values(self, types: Sequence[TensorType]) -> dict:
+        return {s: np.ones(types[s].shape if not brow else ((1,) if bcol else
+                           tuple(types[s].shape)), dtype)
+                for s, (dtype, (brow, bcol)) in zip(self.arrays, self.spec.arrays)}
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        arrays = [np.asarray(values[s]) for s in self.arrays]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+        if len(shape) != len(self.shape):
+            return False
+        rows = int(np.prod(shape[:self.split], dtype=np.int64))
+        cols = int(np.prod(shape[self.split:], dtype=np.int64))
+        if cols == 0 and self.reduction.op.name in ("max", "min"):
+            return False  # numpy raises for an empty max/min: let the interpreter say so
+        views = []
+        for a, (_, (brow, bcol)) in zip(arrays, self.spec.arrays):
+            if split_pattern(a.shape, shape, self.split) != (brow, bcol):
+                return False
+            views.append(a.reshape(1 if brow else rows, 1 if bcol else cols))
+        out = np.empty(rows, self.out_dtypes[0])
+        fn = self.kernels.kernel_par if rows * cols >= PARALLEL_THRESHOLD and rows > 1 \
+            and not force_serial else self.kernels.kernel_ser
+        fn(*views, *[values[s] for s in self.scalars], out, cols)
+        attrs = self.reduction.attrs
+        values[self.outputs[0]] = out.reshape(reduce_shape(shape, attrs.dims, attrs.keep_dims))
+        return True
+
+
 class CompiledPlan:
     """A plan of fused Numba kernels and library calls (see module docstring)."""
 
@@ -298,7 +393,7 @@ class CompiledPlan:
         self._shared = [r in self.constants or self._results.count(r) > 1 for r in self._results]
         self._any_shared = any(self._shared)
         self.folded, self.merged = len(needed) - len(simple.nodes) - len(simple.alias), len(simple.alias)
-        raw = partition(simple.nodes, types)
+        raw = fuse_reductions(partition(simple.nodes, types), types, self._results)
         # which values each step must hand on: read by a later step, or a plan output
         later: set = set(self._results)
         needed_after: list[set] = [set()] * len(raw)
@@ -310,7 +405,9 @@ class CompiledPlan:
         self.steps: list = []
         for step, after in zip(raw, needed_after):
             if isinstance(step, Group):
-                kstep = (RowStep if step.rowwise else KernelStep)(step, types, after)
+                kind = RowStep if step.rowwise else (
+                    ReduceStep if step.reduce_split is not None else KernelStep)
+                kstep = kind(step, types, after)
                 kstep.compile(types)
                 self.steps.append(kstep)
             else:
