@@ -112,8 +112,21 @@ KERNEL_FORMAT = 2  # bump when the generated code or its loading changes: old fi
 
 
 def _versions() -> str:
-    import numba
-    return f"k{KERNEL_FORMAT}-py{sys.version_info[:3]}-np{np.__version__}-nb{numba.__version__}"
+    """Everything compiled kernels depend on besides their own source: Numba's disk cache does
+    not notice when a function a kernel calls changes, so the math library's source is hashed
+    into every kernel's name."""
+    global _VERSIONS
+    if _VERSIONS is None:
+        import numba
+        here = Path(__file__).parent
+        lib = hashlib.sha256(b"".join((here / f).read_bytes()
+                                      for f in ("mathlib.py", "fastmath.py"))).hexdigest()[:12]
+        _VERSIONS = (f"k{KERNEL_FORMAT}-py{sys.version_info[:3]}-np{np.__version__}-"
+                     f"nb{numba.__version__}-lib{lib}")
+    return _VERSIONS
+
+
+_VERSIONS: str | None = None
 
 
 _loaded: dict[str, Any] = {}

@@ -55,23 +55,29 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
     """Source of the row kernels; ``anchor`` is the first node (its NodeSpec is spec.nodes[0])."""
     first, epilogue = spec.nodes[0], spec.nodes[1:]
     dt = _PREFIX[first.out_dtype]
+    e_exp = Emitter(first.out_dtype, None).f("exp")  # vectorizable exp for float32
     reads = []
     for k, (_, (brow, bcol)) in enumerate(spec.arrays):
         reads.append(f"a{k} = in{k}[{'0' if brow else 'r'}, {'0' if bcol else 'c'}]")
     x = first.args[0]
     if anchor == "layer_norm":
         row = _row_expr(x, spec)
-        stats = [f"mu, var = row_mean_var({row})", f"rstd = 1.0 / math.sqrt(var + {float(eps)!r})"]
+        # statistics accumulate in float64, then join the element math in the kernel's dtype
+        stats = [f"mu, var = row_mean_var({row})", f"rstd = {dt}(1.0 / math.sqrt(var + {float(eps)!r}))",
+                 f"mu = {dt}(mu)"]
         g = _arg(first.args[1], first.compute)
         b = _arg(first.args[2], first.compute) if len(first.args) > 2 else None
         value = f"{dt}(({x} - mu) * rstd) * {g}" + (f" + {b}" if b else "")
     else:
         row = _row_expr(x, spec)
-        stats = [f"m = row_max({row})", f"acc = row_sum_exp({row}, m)"]
+        # exponentials go to a scratch row (vectorized exp), summed by a reassociated loop
+        stats = [f"m = {dt}(row_max({row}))", f"tmp = np.empty(C, {dt})", "for c in range(C):",
+                 f"    {reads[int(x[1:])]}", f"    tmp[c] = {e_exp}({x} - m)",
+                 f"acc = {dt}(row_sum(tmp))"]
         if anchor == "softmax":
-            value = f"{dt}(math.exp({x} - m) / acc)"
+            value = f"{dt}(tmp[c] / acc)"
         else:
-            stats.append("lse = m + math.log(acc)")
+            stats.append(f"lse = {dt}(m + math.log(acc))")
             value = f"{dt}({x} - lse)"
     body = list(reads) + [f"{first.out} = {dt}({value})"]
     for n in epilogue:
