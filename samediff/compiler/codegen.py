@@ -57,6 +57,24 @@ def _arg(ref: str, compute: np.dtype | None) -> str:
     return ref
 
 
+#: Module header of every generated kernel file.
+PRELUDE = ("import math", "import numpy as np", "import numba", "from numba import prange",
+           "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
+           "f64 = np.float64", "")
+#: Each kernel is generated twice: parallel over its outer loop, and serial.
+VARIANTS = (("kernel_par", True), ("kernel_ser", False))
+
+
+def decorator(parallel: bool) -> str:
+    return f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)"
+
+
+def kernel_params(spec: KernelSpec, outputs: list[str]) -> str:
+    """Kernel parameters: array inputs, scalar inputs, then the output arguments."""
+    return ", ".join([f"in{k}" for k in range(len(spec.arrays))]
+                     + [f"s{k}" for k in range(spec.scalars)] + outputs)
+
+
 def render(spec: KernelSpec) -> str:
     """Python source of the kernels for ``spec``."""
     body: list[str] = []
@@ -79,14 +97,10 @@ def render(spec: KernelSpec) -> str:
     out_idx = "i" if spec.flat else (", ".join(index) if spec.rank else "()")
     for k, (ref, _) in enumerate(spec.outputs):
         body.append(f"o{k}[{out_idx}] = {ref}")
-    params = ", ".join([f"in{k}" for k in range(len(spec.arrays))]
-                       + [f"s{k}" for k in range(spec.scalars)]
-                       + [f"o{k}" for k in range(len(spec.outputs))])
-    lines = ["import math", "import numpy as np", "import numba", "from numba import prange",
-             "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
-             "f64 = np.float64", ""]
-    for name, parallel in (("kernel_par", True), ("kernel_ser", False)):
-        lines.append(f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)")
+    params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs))])
+    lines = list(PRELUDE)
+    for name, parallel in VARIANTS:
+        lines.append(decorator(parallel))
         lines.append(f"def {name}({params}):")
         if not loops:  # rank-0 output
             lines += ["    " + b for b in body]

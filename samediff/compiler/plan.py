@@ -201,11 +201,12 @@ class KernelStep:
         return render(self.spec)
 
     def warmup_values(self, types: Sequence[TensorType]) -> dict:
-        """Arrays of size 1 or 2 per dim, following each input's broadcast pattern."""
+        """Arrays of size 1 or 2 per dim, following each input's broadcast pattern (size 1
+        where the group's own dim is 1: every input has 1 there, or lacks the dim)."""
         rank = len(self.shape)
         values = {}
         for s, (dtype, pattern) in zip(self.arrays, self.spec.arrays):
-            full = tuple(1 if b else 2 for b in pattern)
+            full = tuple(1 if b or o == 1 else 2 for b, o in zip(pattern, self.shape))
             values[s] = np.ones(full[rank - len(types[s].shape):], dtype)
         return values
 
@@ -294,10 +295,11 @@ class RowStep(KernelStep):
         return render_rows(self.spec, anchor.op.name, eps)
 
     def warmup_values(self, types: Sequence[TensorType]) -> dict:
-        shape = (2,) * len(self.shape)
+        cols = 1 if self.shape[-1] == 1 else 2  # rows of one column fix the column patterns
+        shape = (2,) * (len(self.shape) - 1) + (cols,)
         values = {}
         for s, (dtype, (brow, bcol)) in zip(self.arrays, self.spec.arrays):
-            full = shape if not brow else ((2,) if not bcol else ())
+            full = shape if not brow else ((cols,) if not bcol else ())
             values[s] = np.ones(full[len(full) - len(types[s].shape):] if brow else full, dtype)
         return values
 

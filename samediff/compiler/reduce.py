@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ops import TensorType
 from ..ops.families import normalize_dims
-from .codegen import _PREFIX, FLOATS, KernelSpec, _arg
+from .codegen import _PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator, kernel_params
 from .exprs import Emitter
 
 REDUCERS = {"sum": ("0.0", "acc + {v}"), "mean": ("0.0", "acc + {v}"),
@@ -63,14 +63,11 @@ def render_reduce(spec: KernelSpec, reducer: str) -> str:
     (value, dtype), = spec.outputs
     body.append("acc = " + step.format(v=value))
     final = "acc / C" if reducer == "mean" else "acc"
-    params = ", ".join([f"in{k}" for k in range(len(spec.arrays))]
-                       + [f"s{k}" for k in range(spec.scalars)] + ["o0", "C"])
-    lines = ["import math", "import numpy as np", "import numba", "from numba import prange",
-             "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
-             "f64 = np.float64", ""]
-    for name, parallel in (("kernel_par", True), ("kernel_ser", False)):
-        lines += [f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)",
-                  f"def {name}({params}):", f"    for r in {'prange' if parallel else 'range'}(o0.size):",
+    params = kernel_params(spec, ["o0", "C"])
+    lines = list(PRELUDE)
+    for name, parallel in VARIANTS:
+        lines += [decorator(parallel), f"def {name}({params}):",
+                  f"    for r in {'prange' if parallel else 'range'}(o0.size):",
                   f"        acc = {init}", "        for c in range(C):"]
         lines += ["            " + b for b in body]
         lines += [f"        o0[r] = {_PREFIX[dtype]}({final})", ""]

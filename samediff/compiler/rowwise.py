@@ -14,7 +14,8 @@ import numpy as np
 
 from ..ops import TensorType
 from ..ops.families import normalize_dims
-from .codegen import _PREFIX, FLOATS, KernelSpec, NodeSpec, _arg
+from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, NodeSpec, _arg,
+                      decorator, kernel_params)
 from .exprs import Emitter
 
 ANCHORS = ("layer_norm", "softmax", "log_softmax")
@@ -85,16 +86,11 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
                            *(_arg(a, n.compute) for a in n.args))
         body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
     body += [f"o{k}[r, c] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]
-    params = ", ".join([f"in{k}" for k in range(len(spec.arrays))]
-                       + [f"s{k}" for k in range(spec.scalars)]
-                       + [f"o{k}" for k in range(len(spec.outputs))])
-    lines = ["import math", "import numpy as np", "import numba", "from numba import prange",
-             "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
-             "f64 = np.float64", ""]
-    for name, parallel in (("kernel_par", True), ("kernel_ser", False)):
-        lines += [f"@numba.njit(parallel={parallel}, error_model='numpy', cache=True, nogil=True)",
-                  f"def {name}({params}):", "    R = o0.shape[0]", "    C = o0.shape[1]",
-                  f"    for r in {'prange' if parallel else 'range'}(R):"]
+    params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs))])
+    lines = list(PRELUDE)
+    for name, parallel in VARIANTS:
+        lines += [decorator(parallel), f"def {name}({params}):", "    R = o0.shape[0]",
+                  "    C = o0.shape[1]", f"    for r in {'prange' if parallel else 'range'}(R):"]
         lines += ["        " + s for s in stats]
         lines.append("        for c in range(C):")
         lines += ["            " + b for b in body]
@@ -128,8 +124,9 @@ def as_rows(a: np.ndarray, pattern: tuple[bool, bool], shape: tuple[int, ...]) -
     """The 2-D view a row kernel reads, or None if ``a`` does not fit ``pattern``."""
     brow, bcol = pattern
     cols = shape[-1] if shape else 1
-    if not brow:
-        return np.ascontiguousarray(a).reshape(-1, cols) if a.shape == shape else None
+    if not brow:  # explicit row count: reshape(-1, 0) is ambiguous for empty rows
+        rows = int(np.prod(shape[:-1], dtype=np.int64))
+        return np.ascontiguousarray(a).reshape(rows, cols) if a.shape == shape else None
     if a.size == 1:
         return np.ascontiguousarray(a).reshape(1, 1) if bcol or cols == 1 else None
     return np.ascontiguousarray(a).reshape(1, cols) if a.shape[-1:] == (cols,) and a.size == cols else None
