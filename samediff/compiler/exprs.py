@@ -103,7 +103,7 @@ _B = {
 _LOGICAL = {"logical_not": lambda e, x: f"(not {x})",
             "logical_and": lambda e, x, y: f"({x} and {y})",
             "logical_or": lambda e, x, y: f"({x} or {y})",
-            "logical_xor": lambda e, x, y: f"({x} != {y})"}
+            "logical_xor": lambda e, x, y: f"(bool({x}) != bool({y}))"}  # truth values, not values
 
 
 def _where(e: Emitter, c: str, x: str, y: str) -> str:

@@ -16,8 +16,9 @@ from ..ops.families import normalize_dims
 from .codegen import _PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator, kernel_params
 from .exprs import Emitter
 
+# np.maximum/np.minimum propagate NaN like numpy's max/min (Python's max(acc, nan) is acc)
 REDUCERS = {"sum": ("0.0", "acc + {v}"), "mean": ("0.0", "acc + {v}"),
-            "max": ("-np.inf", "max(acc, {v})"), "min": ("np.inf", "min(acc, {v})")}
+            "max": ("-np.inf", "np.maximum(acc, {v})"), "min": ("np.inf", "np.minimum(acc, {v})")}
 
 
 def trailing_split(node: Any, types: Sequence[TensorType]) -> int | None:
