@@ -92,6 +92,9 @@ class _Entry:
     out_slots: tuple[int, ...]
     writebacks: list[tuple[tuple[str, Any], int]]  # (target source, output index)
 
+    def __post_init__(self) -> None:
+        self.identity_sources = self.sources == [("arg", i) for i in range(len(self.sources))]
+
 
 class CompiledFunction:
     """A traced-and-cached version of a Python function over nd4py arrays."""
@@ -128,7 +131,10 @@ class CompiledFunction:
         return self._replay(entry, leaves)
 
     def _replay(self, entry: _Entry, leaves: list[NDArray]) -> Any:
-        values = [_source_value(src, leaves) for src in entry.sources]
+        if entry.identity_sources and len(leaves) == len(entry.sources):
+            values = [x._data for x in leaves]  # plan inputs are the arguments, in order
+        else:
+            values = [_source_value(src, leaves) for src in entry.sources]
         outs = entry.plan.execute(values)
         for target, index in entry.writebacks:
             np.copyto(_source_object(target, leaves)._data, outs[index], casting="same_kind")

@@ -42,15 +42,19 @@ def matmul_shape(xs: Shape, ys: Shape, transpose_x: bool = False, transpose_y: b
 
 def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     x, y = np.asarray(x), np.asarray(y)
-    try:
-        matmul_shape(x.shape, y.shape, transpose_x, transpose_y)
-    except ValueError as exc:  # numpy's own message names neither shape
-        raise ValueError(f"matmul: {exc}") from None
+    shapes = x.shape, y.shape
     if transpose_x and x.ndim >= 2:
         x = np.swapaxes(x, -1, -2)
     if transpose_y and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
-    out = np.matmul(x, y)
+    try:
+        out = np.matmul(x, y)
+    except ValueError:  # numpy's own message names neither shape: say which and why
+        try:
+            matmul_shape(*shapes, transpose_x, transpose_y)
+        except ValueError as exc:
+            raise ValueError(f"matmul: {exc}") from None
+        raise
     return np.swapaxes(out, -1, -2) if transpose_result and out.ndim >= 2 else out
 
 
