@@ -85,10 +85,10 @@ SPECIALS = {
 
 @functools.lru_cache(maxsize=None)
 def kernel(name):
-    """A plain Numba loop (default error model) applying ``<name>_f32``; compiled once."""
+    """A Numba loop with the generated kernels' fast-math flags applying ``<name>_f32``; compiled once."""
     fn = getattr(fm, name + "_f32")
 
-    @numba.njit
+    @numba.njit(fastmath=set(fm.KERNEL_FASTMATH))  # the flags generated kernels use
     def apply(x):
         out = np.empty_like(x)
         for i in range(x.size):

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..ops import TensorType
 from ..ops.families import normalize_dims
-from .codegen import _PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator, kernel_params
+from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator,
+                      kernel_params, module_source)
 from .exprs import Emitter
 
 # np.maximum/np.minimum propagate NaN like numpy's max/min (Python's max(acc, nan) is acc)
@@ -72,4 +73,4 @@ def render_reduce(spec: KernelSpec, reducer: str) -> str:
                   f"        acc = {init}", "        for c in range(C):"]
         lines += ["            " + b for b in body]
         lines += [f"        o0[r] = {_PREFIX[dtype]}({final})", ""]
-    return "\n".join(lines)
+    return module_source(lines)

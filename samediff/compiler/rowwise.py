@@ -15,7 +15,7 @@ import numpy as np
 from ..ops import TensorType
 from ..ops.families import normalize_dims
 from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, NodeSpec, _arg,
-                      decorator, kernel_params)
+                      decorator, module_source, kernel_params)
 from .exprs import Emitter
 
 ANCHORS = ("layer_norm", "softmax", "log_softmax")
@@ -95,7 +95,7 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
         lines.append("        for c in range(C):")
         lines += ["            " + b for b in body]
         lines.append("")
-    return "\n".join(lines)
+    return module_source(lines)
 
 
 def _row_expr(ref: str, spec: KernelSpec) -> str:
