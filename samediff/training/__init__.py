@@ -1,0 +1,1 @@
+"""Training: configuration, updaters, learning-rate schedules, the compiled train step, ``fit``."""
