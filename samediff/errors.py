@@ -58,3 +58,19 @@ class FormatVersionError(SerializationError):
 class UnknownOpError(SerializationError):
     """A saved graph uses an op that is not registered (e.g. a user-defined op whose module
     has not been imported yet)."""
+
+
+class TrainingError(NdError, ValueError):
+    """Training was configured or fed inconsistently (bad hyper-parameter, missing training
+    config, data that does not match the feature/label placeholders...)."""
+
+
+class DatasetError(NdError, ValueError):
+    """A dataset file is missing, truncated or malformed, or a dataset's optional dependency
+    is not installed; the message names the file (or package) and what is wrong."""
+
+
+class EvaluationError(NdError, ValueError):
+    """An evaluator (``Evaluation``, ``ROC``, ``RegressionEvaluation``...) was fed labels,
+    predictions or masks it cannot use (shapes, class counts, NaN), or merged with an evaluator
+    of another kind or configuration."""
