@@ -8,8 +8,17 @@ This is the bottom layer of nd4py; ``tracing`` builds on it and ``nd4py`` is the
 >>> (a * 3).eval().numpy().tolist()
 [3.0, 6.0]
 """
-from . import ops
-from .surface import install_surface
+import os as _os
+
+# Compiled kernels run on Numba's OpenMP layer, numpy's matmuls on OpenBLAS's own threads. With
+# OpenMP's default (active) waiting, the kernel threads keep spinning after a parallel loop and
+# take the cores from the BLAS call that follows: a training step ran 6x slower than with
+# passive waiting, and any parallel kernel stalled ~8 ms whenever another process held a core.
+# libgomp reads this once, when it is first loaded; a user's own setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+from . import ops  # noqa: E402
+from .surface import install_surface  # noqa: E402
 
 install_surface()  # the op table is complete: generate the shared method surface
 

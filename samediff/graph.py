@@ -160,6 +160,9 @@ class SameDiff:
         self._plans: dict[tuple, Any] = {}
         self._version = 0  # bumped by renames and type changes: cached plans name variables
         self._grad_cache: dict[tuple, dict[str, str]] = {}
+        self._training_config: Any = None
+        from .training.step import UpdaterState
+        self._updater_state = UpdaterState()
         from .namespaces import attach_namespaces
         attach_namespaces(self)
 
@@ -416,15 +419,9 @@ class SameDiff:
                get_executor())
         plan = self._plans.get(key)
         if plan is None:
-            for node in nodes:  # concrete types: placeholders' -1 dims are now known
-                try:
-                    outs = node.op.infer_types([types[i] for i in node.inputs], node.attrs)
-                except (OpError, NdDTypeError) as err:
-                    raise type(err)(f"{err} [in node {node.name!r}]") from None
-                types.update(zip(node.outputs, outs))
             if len(self._plans) >= 64:
                 self._plans.clear()
-            plan = self._plans[key] = make_plan(nodes, inputs, names, types)
+            plan = self._plans[key] = typed_plan(nodes, types, names)
         return plan
 
     def _runtime_type(self, name: str, value: Any) -> TensorType:
@@ -506,6 +503,61 @@ class SameDiff:
             raise AttributeError(name)
         return getattr(self.all_ops, name)
 
+    # -- training (samediff/training) -------------------------------------------------------
+    @property
+    def training_config(self) -> Any:
+        return self._training_config
+
+    @training_config.setter
+    def training_config(self, config: Any) -> None:
+        self.set_training_config(config)
+
+    def set_training_config(self, config: Any) -> None:
+        """Set the ``TrainingConfig`` used by ``fit`` (updater, regularization, data mapping).
+        Changing the updater type resets the updater state."""
+        from .training.config import TrainingConfig
+        if not isinstance(config, TrainingConfig):
+            raise GraphError(f"set_training_config: expected a TrainingConfig, got {config!r}")
+        for name in [*config.feature_mapping, *config.label_mapping]:
+            self._info(name)
+        old = self._training_config
+        if old is not None and type(old.updater) is not type(config.updater):
+            from .training.step import UpdaterState
+            self._updater_state = UpdaterState()
+        self._training_config = config
+
+    setTrainingConfig = set_training_config
+
+    def fit(self, data: Any = None, epochs: int = 1, *, batch_size: int | None = 32,
+            shuffle: bool = True, validation: Any = None, evaluations: Any = None,
+            label: str | None = None, listeners: Any = (), verbose: int | None = None,
+            seed: int | None = None) -> Any:
+        """Train with the graph's ``TrainingConfig``; returns a ``History``.
+
+        ``data`` is ``(features, labels)`` arrays (cut into shuffled batches of
+        ``batch_size``), a dict of arrays keyed by placeholder, or any re-iterable of batches.
+        Each step (forward, backward, regularization, updater) runs as one compiled plan and
+        updates the variables in place. ``evaluations={"probs": Evaluation()}`` records
+        training (and, with ``validation``, validation) metrics per epoch.
+
+        >>> history = sd.fit((x_train, y_train), epochs=5, batch_size=64)  # doctest: +SKIP
+        """
+        from .training.trainer import Trainer
+        return Trainer(self, listeners, verbose).fit(data, epochs, batch_size, shuffle,
+                                                      validation, evaluations, label, seed)
+
+    def evaluate(self, data: Any, output: "str | SDVariable", *evaluations: Any,
+                 label: str | None = None, batch_size: int | None = 256) -> Any:
+        """Feed ``(labels, predictions of output)`` for every batch of ``data`` to each
+        evaluation (``Evaluation()``, ``ROC()``...); returns the evaluation (or a list).
+
+        >>> ev = sd.evaluate((x_test, y_test), "probs", Evaluation())  # doctest: +SKIP
+        """
+        from .training.trainer import evaluate
+        name = output.name if isinstance(output, SDVariable) else output
+        evs = evaluate(self, data, name, evaluations, label, batch_size)
+        return evs[0] if len(evs) == 1 else evs
+
     # -- inspection -----------------------------------------------------------------------
     def summary(self) -> str:
         """A readable table of variables (type, shape, dtype, producing op) and ops."""
@@ -532,6 +584,20 @@ class SameDiff:
 
     def __repr__(self) -> str:
         return f"SameDiff({len(self._vars)} variables, {len(self._nodes)} ops)"
+
+
+def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: list[str]) -> Any:
+    """A plan computing ``names`` with ``nodes`` from inputs of these concrete types (the
+    inputs of the plan, in order, are ``sorted(input_types)``). Every node is re-typed first,
+    so placeholders' -1 dims are known and a bad feed is reported with its node's name."""
+    types = dict(input_types)
+    for node in nodes:
+        try:
+            outs = node.op.infer_types([types[i] for i in node.inputs], node.attrs)
+        except (OpError, NdDTypeError) as err:
+            raise type(err)(f"{err} [in node {node.name!r}]") from None
+        types.update(zip(node.outputs, outs))
+    return make_plan(nodes, sorted(input_types), names, types)
 
 
 def as_value(x: Any) -> Any:

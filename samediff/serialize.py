@@ -60,8 +60,9 @@ _NPY_HEADER_MAX = 1 << 16  # npy v1 headers are at most 64 KiB; v2/3 headers are
 def save(sd: SameDiff, path: str | os.PathLike, *, save_updater_state: bool = True) -> None:
     """Write ``sd`` to ``path`` atomically (an existing file survives any failure).
 
-    ``save_updater_state`` is accepted now; the training issue fills ``training`` and
-    ``updater_state`` (until then ``training`` is null and ``updater_state`` empty).
+    The training config (if set) is saved in ``training``; with ``save_updater_state`` the
+    updater's per-variable arrays and its iteration/epoch counters are saved too, so a loaded
+    model trains on exactly where it stopped.
     """
     doc, arrays = _to_document(sd, save_updater_state)
     text = json.dumps(doc, indent=1)  # the document is checked JSON-clean by _to_document
@@ -115,10 +116,25 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
         _check_attrs_round_trip(node, attrs)
         nodes.append({"name": node.name, "op": node.op.name, "attrs": attrs,
                       "inputs": list(node.inputs), "outputs": list(node.outputs)})
-    # Hooks for the training issue: its config goes in "training", and when
-    # ``save_updater_state`` is true the updater's arrays are listed in "updater_state".
+    training, updater_state = None, {}
+    if sd._training_config is not None:
+        training = sd._training_config.to_dict()
+    if save_updater_state and sd._updater_state.arrays:
+        state = sd._updater_state
+        slots: dict[str, dict[str, str]] = {}
+        for k, (param, per_slot) in enumerate(sorted(state.arrays.items())):
+            slots[param] = {}
+            for slot, arr in sorted(per_slot.items()):
+                member = f"updater/{k}-{slot}.npy"
+                arrays.append((member, arr))
+                slots[param][slot] = member
+        updater_state = {"iteration": state.iteration, "epoch": state.epoch, "arrays": slots}
+    elif save_updater_state and (sd._updater_state.iteration or sd._updater_state.epoch):
+        updater_state = {"iteration": sd._updater_state.iteration,  # a stateless updater (Sgd)
+                         "epoch": sd._updater_state.epoch, "arrays": {}}
     doc = {"format": FORMAT, "version": VERSION, "variables": variables, "nodes": nodes,
-           "loss_variables": list(sd._losses), "training": None, "updater_state": {}}
+           "loss_variables": list(sd._losses), "training": training,
+           "updater_state": updater_state}
     return doc, arrays
 
 
@@ -268,7 +284,44 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
     if not isinstance(losses, list) or not all(isinstance(n, str) and n in sd._vars for n in losses):
         raise bad(f"loss_variables {losses!r:.200} must name variables of the graph")
     sd._losses = list(losses)
+    _load_training(sd, doc, zf, path, bad)
     return sd
+
+
+def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad: Any) -> None:
+    """Training config and updater state (absent in files saved before training existed)."""
+    from .errors import TrainingError
+    from .training.config import TrainingConfig
+    from .training.step import UpdaterState
+    training = doc.get("training")
+    if training is not None:
+        if not isinstance(training, dict):
+            raise bad("'training' must be an object")
+        try:
+            sd._training_config = TrainingConfig.from_dict(training)
+            for name in [*sd._training_config.feature_mapping, *sd._training_config.label_mapping]:
+                sd._info(name)
+        except (TrainingError, NdError, TypeError) as exc:
+            raise bad(f"training config cannot be restored: {exc}") from None
+    state = doc.get("updater_state") or {}
+    if not isinstance(state, dict):
+        raise bad("'updater_state' must be an object")
+    if not state:
+        return
+    it, ep, per_param = state.get("iteration"), state.get("epoch"), state.get("arrays", {})
+    if not (isinstance(it, int) and isinstance(ep, int) and it >= 0 and ep >= 0
+            and isinstance(per_param, dict)):
+        raise bad("'updater_state' needs non-negative integers 'iteration' and 'epoch' and an "
+                  "'arrays' object")
+    restored = UpdaterState(it, ep)
+    for param, slots in per_param.items():
+        info = sd._vars.get(param)
+        if info is None or info.vtype is not VariableType.VARIABLE or not isinstance(slots, dict):
+            raise bad(f"updater state for {param!r}, which is not a VARIABLE of the graph")
+        restored.arrays[param] = {
+            str(slot): _read_array(zf, member, f"{param} (updater slot {slot})", info.ttype, path)
+            for slot, member in slots.items() if isinstance(member, str)}
+    sd._updater_state = restored
 
 
 def _parse_variable(entry: Any, bad: Any) -> tuple[str, str, TensorType, str | None]:

@@ -1,0 +1,249 @@
+"""``fit`` and ``evaluate``: the training loop around the compiled ``TrainStep``.
+
+>>> import numpy as np
+>>> from samediff import SameDiff
+>>> from samediff.training import TrainingConfig
+>>> from samediff.training.updaters import Sgd
+>>> sd = SameDiff.create()
+>>> x, y = sd.placeholder("x", "float", -1, 3), sd.placeholder("y", "float", -1, 1)
+>>> w = sd.var("w", np.zeros((3, 1), np.float32))
+>>> ((x.mmul(w) - y).square().mean()).mark_as_loss()
+SDVariable(name='mean', type=ARRAY, shape=(), dtype=FLOAT)
+>>> sd.set_training_config(TrainingConfig(updater=Sgd(0.1), feature_mapping=["x"],
+...                                       label_mapping=["y"]))
+>>> X = np.random.default_rng(0).random((64, 3), dtype=np.float32)
+>>> history = sd.fit((X, X @ np.array([[1.0], [2.0], [3.0]], np.float32)), epochs=30,
+...                  batch_size=16, verbose=0)
+>>> history.losses[-1] < 0.01 * history.losses[0]
+True
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import TrainingError
+from ..random_state import get_seed
+from .data import Batches, FeedMapping
+from .history import EpochRecord, History
+from .listeners import as_listener
+from .step import TrainStep, UpdaterState
+
+
+def _config(sd: Any) -> Any:
+    cfg = getattr(sd, "_training_config", None)
+    if cfg is None:
+        raise TrainingError("fit: no training config; call sd.set_training_config("
+                            "TrainingConfig(updater=..., feature_mapping=[...], "
+                            "label_mapping=[...])) first")
+    return cfg
+
+
+def _evaluations(spec: Mapping[str, Any] | None) -> dict[str, list]:
+    """``{output name: evaluation or [evaluations]}`` -> lists."""
+    out: dict[str, list] = {}
+    for name, evs in (spec or {}).items():
+        out[str(name)] = list(evs) if isinstance(evs, (list, tuple)) else [evs]
+    return out
+
+
+class Trainer:
+    """Runs epochs of ``TrainStep`` over batches, with validation, metrics and listeners."""
+
+    def __init__(self, sd: Any, listeners: Sequence[Any] = (), verbose: int | None = None) -> None:
+        self.sd = sd
+        self.config = _config(sd)
+        self.state: UpdaterState = sd._updater_state
+        self.listeners = [as_listener(x) for x in listeners]
+        self.verbose = (1 if sys.stderr.isatty() else 0) if verbose is None else verbose
+        self.history = History()
+        self.stop = False
+
+    def fit(self, data: Any, epochs: int, batch_size: int | None, shuffle: bool,
+            validation: Any, evaluations: Mapping[str, Any] | None, label: str | None,
+            seed: int | None) -> History:
+        cfg = self.config
+        if epochs < 0:
+            raise TrainingError(f"fit: epochs must be >= 0, got {epochs}")
+        evs = _evaluations(evaluations)
+        label = self._label_name(label, evs)
+        mapping = FeedMapping(cfg.feature_mapping, cfg.label_mapping)
+        seed = (get_seed() or 0) if seed is None else seed
+        batches = Batches(data, mapping, batch_size, shuffle, seed, "fit")
+        val = None if validation is None else Batches(validation, mapping, batch_size, False,
+                                                      seed, "fit (validation)")
+        step = _train_step(self.sd, cfg, tuple(evs))
+        self.state.ensure(self.sd, step.params, step.slots)
+        for ls in self.listeners:
+            ls.on_fit_start(self)
+        for _ in range(epochs):
+            record = self._epoch(step, batches, evs, label)
+            if val is not None:
+                record.val_loss, metrics = evaluate_loss(self.sd, val, evs, label)
+                record.metrics.update({f"val_{k}": v for k, v in metrics.items()})
+            self.history.epochs.append(record)
+            if self.verbose > 0:
+                print(_summary(record, epochs), file=sys.stderr)
+            for ls in self.listeners:
+                ls.on_epoch_end(self, record)
+            if self.stop:
+                break
+        for ls in self.listeners:
+            ls.on_fit_end(self)
+        return self.history
+
+    def _label_name(self, label: str | None, evs: dict) -> str | None:
+        if not evs:
+            return None
+        if label is None:
+            if not self.config.label_mapping:
+                raise TrainingError("fit: evaluations need labels; set label_mapping in the "
+                                    "training config or pass label=<placeholder name>")
+            label = self.config.label_mapping[0]
+        return label
+
+    def _epoch(self, step: TrainStep, batches: Batches, evs: dict, label: str | None) -> EpochRecord:
+        state = self.state
+        epoch = state.epoch
+        for ls in self.listeners:
+            ls.on_epoch_start(self, epoch)
+        for ev in (e for group in evs.values() for e in group):
+            ev.reset()
+        t0 = time.perf_counter()
+        total, count, iterations = 0.0, 0, 0
+        progress = _progress(batches, epoch, self.verbose)
+        for feeds in batches.epoch(epoch):
+            loss, extra = step.run(feeds, state)
+            n = len(next(iter(feeds.values())))
+            total, count, iterations = total + loss * n, count + n, iterations + 1
+            for name, group in evs.items():
+                for ev in group:
+                    ev.eval(feeds[label], extra[name])
+            self.history.iteration_losses.append(loss)
+            if not np.isfinite(loss):
+                raise TrainingError(f"fit: the loss became {loss} at iteration {state.iteration} "
+                                    f"(epoch {epoch}); lower the learning rate or check the data")
+            progress.update(loss)
+            for ls in self.listeners:
+                ls.on_iteration_end(self, state.iteration - 1, loss)
+            if self.stop:
+                break
+        progress.close()
+        if count == 0:
+            raise TrainingError(f"fit: epoch {epoch} had no batches (empty data)")
+        state.epoch += 1
+        metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
+        return EpochRecord(epoch, total / count, None, metrics, time.perf_counter() - t0,
+                           iterations)
+
+
+_STEP_CACHE_ATTR = "_train_steps"
+
+
+def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
+    """One ``TrainStep`` per graph state, config and extra outputs (building it records the
+    backward pass into the graph and compiles kernels; later fits reuse it)."""
+    cached = sd.__dict__.get(_STEP_CACHE_ATTR)
+    key = (cfg.to_json(), extra, tuple(sd._losses))
+    if cached is not None:
+        old_key, graph_state, step = cached
+        if old_key == key and graph_state == (len(sd._nodes), sd._version, len(sd._vars)):
+            return step
+    step = TrainStep(sd, cfg, extra)
+    # the graph as the step left it (the backward pass was recorded into it)
+    sd.__dict__[_STEP_CACHE_ATTR] = (key, (len(sd._nodes), sd._version, len(sd._vars)), step)
+    return step
+
+
+def evaluate_loss(sd: Any, batches: Batches, evs: dict, label: str | None) -> tuple[float, dict]:
+    """Mean loss (summed loss variables, example-weighted) and metrics over ``batches``."""
+    for ev in (e for group in evs.values() for e in group):
+        ev.reset()
+    losses = list(sd._losses)
+    total, count = 0.0, 0
+    for feeds in batches.epoch(0):
+        outs = sd.output(_needed_feeds(sd, feeds, losses + list(evs)), *losses, *evs)
+        value = sum(float(np.sum(outs[n].numpy())) for n in losses)
+        n = len(next(iter(feeds.values())))
+        total, count = total + value * n, count + n
+        for name, group in evs.items():
+            for ev in group:
+                ev.eval(feeds[label], outs[name].numpy())
+    metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
+    return (total / count if count else float("nan")), metrics
+
+
+def _needed_feeds(sd: Any, feeds: dict, outputs: list[str]) -> dict:
+    """Only the placeholders ``outputs`` depend on (labels are not needed to predict)."""
+    from ..interpreter import needed_nodes
+    producers = {o: n for n in sd._nodes for o in n.outputs}
+    used = {i for n in needed_nodes(sd._nodes, producers, outputs) for i in n.inputs}
+    return {k: v for k, v in feeds.items() if k in used or k in outputs}
+
+
+def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label: str | None = None,
+             batch_size: int | None = 256) -> list:
+    """Run ``output`` over ``data`` and feed every evaluation ``(labels, predictions)``."""
+    cfg = getattr(sd, "_training_config", None)
+    mapping = FeedMapping(cfg.feature_mapping if cfg else [], cfg.label_mapping if cfg else [])
+    if label is None:
+        if cfg is None or not cfg.label_mapping:
+            raise TrainingError("evaluate: which placeholder holds the labels? pass label=... or "
+                                "set label_mapping in the training config")
+        label = cfg.label_mapping[0]
+    evs = list(evaluations)
+    for ev in evs:
+        ev.reset()
+    for feeds in Batches(data, mapping, batch_size, False, 0, "evaluate").epoch(0):
+        if label not in feeds:
+            raise TrainingError(f"evaluate: batches have no labels for {label!r} (got "
+                                f"{sorted(feeds)})")
+        pred = sd.output(_needed_feeds(sd, feeds, [output]), output)[output].numpy()
+        for ev in evs:
+            ev.eval(feeds[label], pred)
+    return evs
+
+
+def _summary(record: EpochRecord, epochs: int) -> str:
+    parts = [f"epoch {record.epoch + 1}/{epochs}", f"loss {record.loss:.4g}"]
+    if record.val_loss is not None:
+        parts.append(f"val_loss {record.val_loss:.4g}")
+    parts += [f"{k} {v:.4g}" for k, v in record.metrics.items()]
+    parts.append(f"{record.seconds:.2f} s")
+    return " - ".join(parts)
+
+
+class _progress:
+    """tqdm on a terminal (if installed), a one-line counter otherwise; silent when quiet."""
+
+    def __init__(self, batches: Batches, epoch: int, verbose: int) -> None:
+        self.bar, self.verbose, self.n, self.epoch = None, verbose, 0, epoch
+        try:
+            total = len(batches)
+        except TypeError:
+            total = None
+        self.total = total
+        if verbose > 0:
+            try:
+                from tqdm.auto import tqdm
+                self.bar = tqdm(total=total, desc=f"epoch {epoch}", leave=False, file=sys.stderr)
+            except ImportError:
+                pass
+
+    def update(self, loss: float) -> None:
+        self.n += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
+        elif self.verbose > 0:
+            total = f"/{self.total}" if self.total else ""
+            sys.stderr.write(f"\repoch {self.epoch}: {self.n}{total} loss {loss:.4g}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.verbose > 0:
+            sys.stderr.write("\n")
