@@ -607,9 +607,14 @@ def as_value(x: Any) -> Any:
     return as_numpy(x)
 
 
-def _check_feed(info: VarInfo, value: Any) -> np.ndarray:
+def _check_feed(info: VarInfo, value: Any) -> Any:
     arr = np.asarray(value._data if isinstance(value, NDArray) else value)
     want = info.ttype
+    if want.weak:  # a weak scalar placeholder stays a Python scalar (it must not promote)
+        if arr.shape != () or not np.can_cast(arr.dtype, want.dtype, "same_kind"):
+            raise PlaceholderError(f"placeholder {info.name!r} is a Python {want.dtype.kind} "
+                                   f"scalar; got {arr.dtype} of shape {arr.shape}")
+        return arr.astype(want.dtype).item()
     if arr.dtype != want.dtype:
         if not np.can_cast(arr.dtype, want.dtype, "same_kind"):
             raise PlaceholderError(f"placeholder {info.name!r} is {want.dtype}; got {arr.dtype} "

@@ -27,6 +27,9 @@ def needed_nodes(nodes: Sequence[Any], producers: Mapping[str, Any], outputs: It
     return [n for n in nodes if id(n) in needed]
 
 
+_WEAK = (bool, int, float)
+
+
 def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
     """Execute ``nodes`` in order; ``values`` maps names to arrays (or weak Python scalars)
     and receives every output. Returns ``values``."""
@@ -38,7 +41,12 @@ def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
             err = explain_failure(node.op, args, node.attrs, exc)
             raise type(err)(f"{err} [in node {node.name!r}]") from exc
         if not isinstance(out, tuple):  # a multi-output op may return a 1-tuple (unstack of 1)
-            values[node.outputs[0]] = np.asarray(out) if type(out) is not np.ndarray else out
+            if type(out) is not np.ndarray:
+                # an op of weak Python scalars only (lr * 0.5) gives a weak scalar again, so it
+                # promotes nothing downstream and kernels take it as a scalar argument
+                weak = all(type(a) in _WEAK for a in args) and np.ndim(out) == 0
+                out = out.item() if weak and hasattr(out, "item") else (out if weak else np.asarray(out))
+            values[node.outputs[0]] = out
         else:
             if len(out) != len(node.outputs):
                 raise OpError(f"{node.op.name}: produced {len(out)} outputs, graph expects "

@@ -1,1 +1,22 @@
-"""Training: configuration, updaters, learning-rate schedules, the compiled train step, ``fit``."""
+"""Training: configuration, updaters, learning-rate schedules, the compiled train step, ``fit``.
+
+>>> from samediff.training import TrainingConfig, Adam, CosineSchedule
+>>> config = TrainingConfig(updater=Adam(CosineSchedule(1e-3, total_steps=1000, warmup_steps=100)),
+...                         feature_mapping=["x"], label_mapping=["y"])
+"""
+from .config import TrainingConfig
+from .history import EpochRecord, History
+from .listeners import (CheckpointListener, EarlyStopping, LambdaListener, Listener,
+                        ScoreListener)
+from .schedules import (CosineSchedule, CycleSchedule, ExponentialSchedule, FixedSchedule,
+                        InverseSchedule, MapSchedule, PolySchedule, RampSchedule, Schedule,
+                        ScheduleType, SigmoidSchedule, StepSchedule)
+from .updaters import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad, Momentum, Nadam,
+                       Nesterovs, NoOp, RmsProp, Sgd, Updater)
+
+__all__ = ["TrainingConfig", "History", "EpochRecord", "Listener", "LambdaListener",
+           "ScoreListener", "EarlyStopping", "CheckpointListener", "Schedule", "ScheduleType",
+           "FixedSchedule", "StepSchedule", "ExponentialSchedule", "InverseSchedule",
+           "PolySchedule", "SigmoidSchedule", "MapSchedule", "CycleSchedule", "CosineSchedule",
+           "RampSchedule", "Updater", "Sgd", "Momentum", "Nesterovs", "Adam", "AdamW", "AdaMax",
+           "Nadam", "AMSGrad", "AdaGrad", "AdaDelta", "RmsProp", "NoOp"]

@@ -104,7 +104,7 @@ class EarlyStopping(Listener):
             self.best, self.best_epoch, self.waited = value, record.epoch, 0
         else:
             self.waited += 1
-            if self.waited > self.patience:
+            if self.waited >= self.patience:
                 trainer.stop = True
 
 

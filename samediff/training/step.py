@@ -37,14 +37,16 @@ class UpdaterState:
         self.iteration, self.epoch = iteration, epoch
         self.arrays: dict[str, dict[str, np.ndarray]] = {}
 
-    def ensure(self, sd: SameDiff, params: list[str], slots: tuple[str, ...]) -> None:
+    def ensure(self, sd: SameDiff, params: list[str], slots: tuple[str, ...],
+               init: dict[str, float] | None = None) -> None:
+        """Create missing state arrays, filled with the updater's initial values."""
         for p in params:
             value = sd._vars[p].value
             have = self.arrays.setdefault(p, {})
             for s in slots:
                 arr = have.get(s)
                 if arr is None or arr.shape != value.shape or arr.dtype != value.dtype:
-                    have[s] = np.zeros_like(value)
+                    have[s] = np.full_like(value, (init or {}).get(s, 0.0))
             for s in set(have) - set(slots):
                 del have[s]
 
@@ -141,7 +143,7 @@ class TrainStep:
     def _needed_graph_nodes(self, produced_here: set[str]) -> list[Node]:
         """The graph's own nodes (forward and backward) the detached part reads."""
         wanted = {i for n in self.nodes for i in n.inputs if i not in produced_here}
-        wanted |= set(self.extra_outputs)
+        wanted |= {o for o in self.outputs() if o not in produced_here}
         needed: list[Node] = []
         for node in reversed(self.sd._nodes):
             if any(o in wanted for o in node.outputs):

@@ -76,7 +76,7 @@ class Trainer:
         val = None if validation is None else Batches(validation, mapping, batch_size, False,
                                                       seed, "fit (validation)")
         step = _train_step(self.sd, cfg, tuple(evs))
-        self.state.ensure(self.sd, step.params, step.slots)
+        self.state.ensure(self.sd, step.params, step.slots, cfg.updater.state_init())
         for ls in self.listeners:
             ls.on_fit_start(self)
         for _ in range(epochs):
@@ -117,7 +117,7 @@ class Trainer:
         progress = _progress(batches, epoch, self.verbose)
         for feeds in batches.epoch(epoch):
             loss, extra = step.run(feeds, state)
-            n = len(next(iter(feeds.values())))
+            n = _batch_size(feeds)
             total, count, iterations = total + loss * n, count + n, iterations + 1
             for name, group in evs.items():
                 for ev in group:
@@ -167,13 +167,19 @@ def evaluate_loss(sd: Any, batches: Batches, evs: dict, label: str | None) -> tu
     for feeds in batches.epoch(0):
         outs = sd.output(_needed_feeds(sd, feeds, losses + list(evs)), *losses, *evs)
         value = sum(float(np.sum(outs[n].numpy())) for n in losses)
-        n = len(next(iter(feeds.values())))
+        n = _batch_size(feeds)
         total, count = total + value * n, count + n
         for name, group in evs.items():
             for ev in group:
                 ev.eval(feeds[label], outs[name].numpy())
     metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
     return (total / count if count else float("nan")), metrics
+
+
+def _batch_size(feeds: dict) -> int:
+    """Examples in a batch (losses are averaged over examples); 1 for a batch of no arrays."""
+    first = next(iter(feeds.values()), None)
+    return len(first) if first is not None and np.ndim(first) else 1
 
 
 def _needed_feeds(sd: Any, feeds: dict, outputs: list[str]) -> dict:
