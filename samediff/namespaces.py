@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .binding import split_call
+from .losses import LossNamespace
 from .ops import REGISTRY, OpDef
 from .ops.registry import names_to_ops
 
@@ -82,6 +83,7 @@ def attach_namespaces(sd: "SameDiff") -> None:
     for attr, namespaces in SAMEDIFF_NAMESPACES.items():
         setattr(sd, attr, OpNamespace(f"sd.{attr}", namespaces, sd._record, leading_name=True))
     sd.all_ops = OpNamespace("sd", None, sd._record, leading_name=True)  # type: ignore[attr-defined]
+    sd.loss = LossNamespace(OpNamespace("sd.loss ops", None, sd._record), sd)  # type: ignore[attr-defined]
 
 
 def summary_text(sd: "SameDiff") -> str:
