@@ -25,7 +25,9 @@ from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, 
                              UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
                              int16, int32, int64, nd4j_name, to_dtype, uint8)
 from samediff import udf  # noqa: F401
+from samediff import evaluation  # noqa: F401
 from samediff.errors import TracingError  # noqa: F401
+from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.namespaces import OpNamespace
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
                      cache_stats, clear_cache, compile, graph_scope, set_cache_size)
@@ -39,6 +41,7 @@ nn = OpNamespace("nd.nn", ("nn",), bind)
 linalg = OpNamespace("nd.linalg", ("linalg",), bind)
 base = OpNamespace("nd.base", ("base", "shape"), bind)
 _ALL_OPS = OpNamespace("nd4py", None, bind)
+loss = LossNamespace(_ALL_OPS)
 
 __version__ = "0.1.0"
 

@@ -30,9 +30,13 @@ from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: 
 from .autodiff import GradientError  # noqa: E402
 from .graph import Node, SameDiff, SDVariable, VariableType  # noqa: E402
 from .init import WeightInit  # noqa: E402
+from .evaluation import (ROC, Evaluation, EvaluationBinary, EvaluationError,  # noqa: E402
+                         RegressionEvaluation, ROCBinary, ROCMultiClass)
 
 __all__ = ["ops", "dtypes", "random_state", "udf", "NDArray", "bind", "create", "SameDiff", "SDVariable",
            "VariableType", "Node", "WeightInit", "NdError", "OpError", "NdDTypeError",
            "GraphError", "UnknownVariableError", "PlaceholderError", "TracingError",
            "GradientError", "SerializationError", "CorruptFileError", "UnsafeFileError",
-           "FormatVersionError", "UnknownOpError"]
+           "FormatVersionError", "UnknownOpError", "evaluation", "Evaluation",
+           "EvaluationBinary", "ROC", "ROCBinary", "ROCMultiClass", "RegressionEvaluation",
+           "EvaluationError"]
