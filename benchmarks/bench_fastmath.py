@@ -36,12 +36,12 @@ def median_ms(fn, repeats):
 
 
 def affine_kernel(fn):
-    @numba.njit(parallel=True)
+    @numba.njit(parallel=True, fastmath=set(fm.KERNEL_FASTMATH))  # as generated kernels
     def into(x, a, b, out):
         for i in numba.prange(x.size):
             out[i] = fn(x[i] * a + b)
 
-    @numba.njit(parallel=True)
+    @numba.njit(parallel=True, fastmath=set(fm.KERNEL_FASTMATH))  # as generated kernels
     def alloc(x, a, b):
         out = np.empty_like(x)
         for i in numba.prange(x.size):

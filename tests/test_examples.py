@@ -5,9 +5,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_eager_scope_compile():
     subprocess.run([sys.executable, "examples/eager_scope_compile.py", "--quick"], cwd=ROOT,
                    check=True, timeout=120)
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, check=True, timeout=300,
+                          capture_output=True, text=True)
+    return done.stdout
+
+
+def test_mnist_mlp_reaches_97_percent_on_digits():
+    pytest.importorskip("sklearn")
+    out = _run("examples/mnist_mlp.py", "--verbose", "0")
+    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
+    assert accuracy >= 0.97, out
+
+
+def test_mnist_mlp_on_idx_files(tmp_path):
+    from samediff.datasets import write_idx
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 64), ("t10k", 32)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 50, (n, 28, 28)).astype(np.uint8)
+        images[np.arange(n), labels * 2, :] = 255  # a learnable stripe per class
+        write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", images)
+        write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", labels)
+    out = _run("examples/mnist_mlp.py", "--data-dir", str(tmp_path), "--epochs", "3",
+               "--hidden", "32", "--verbose", "0")
+    assert "MNIST: 64 training and 32 test examples of 784 features" in out
+    assert "reloaded" in out
+
+
+def test_custom_layer():
+    out = _run("examples/custom_layer.py", "--epochs", "40")
+    assert "gradient check PASSED" in out and "identical predictions" in out
