@@ -117,6 +117,9 @@ def install() -> None:
     table.update(_LOGICAL)
     table["where"] = _where
     table["cast"] = lambda e, x: x  # the store into the node's dtype is the conversion
+    # gradients broadcast through it: in a kernel, broadcasting is just how ``g`` is indexed;
+    # ``like`` only gives the shape (its unused element load is dead code to LLVM)
+    table["broadcast_like"] = lambda e, g, like: g
     for name, expr in table.items():
         object.__setattr__(get_op(name), "scalar", expr)
 

@@ -96,9 +96,16 @@ class TrainStep:
             sd._node_names = old_names
         producers = {o for n in self.nodes for o in n.outputs}
         self.forward = self._needed_graph_nodes(producers)
+        # what the plan reads that is neither computed in it nor an updater input: the batch's
+        # placeholders, parameters, constants (fixed per step; computed once)
+        used = {i for n in self.forward + self.nodes for i in n.inputs}
+        produced = {o for n in self.forward + self.nodes for o in n.outputs}
+        own = set(self.hyper_vars_names) | {v for d in self.state_inputs.values() for v in d.values()}
+        self._graph_inputs = sorted(used - produced - own)
 
     def _record_update(self, sd: SameDiff, cfg: TrainingConfig) -> None:
         hyper_names = sorted(cfg.updater.hyper(0, 0))
+        self.hyper_vars_names = [sd._scoped(f"hyper/{k}") for k in hyper_names]
         self.hyper_vars = {k: sd._add_var(sd._scoped(f"hyper/{k}"), VariableType.PLACEHOLDER,
                                           _WEAK_FLOAT) for k in hyper_names}
         lr = self.hyper_vars.get("lr", self.hyper_vars.get("learning_rate"))
@@ -189,9 +196,7 @@ class TrainStep:
             for s, name in self.state_inputs[p].items():
                 arr = state.arrays[p][s]
                 values[name], types[name] = arr, TensorType(arr.shape, arr.dtype)
-        used = {i for n in self.forward + self.nodes for i in n.inputs}
-        produced = {o for n in self.forward + self.nodes for o in n.outputs}
-        for name in used - produced - set(values):
+        for name in self._graph_inputs:
             info = self.vars.get(name) or sd._vars[name]
             if info.vtype is VariableType.PLACEHOLDER:
                 if name not in feeds:
