@@ -112,25 +112,37 @@ class Schedule:
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
         """A JSON-ready dict: ``{"type": <class name>, <field>: <value>, ...}``."""
-        out: dict[str, Any] = {"type": type(self).__name__}
-        for f in fields(self):
-            out[f.name] = encode(getattr(self, f.name))
-        return out
+        return dataclass_to_json(self)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Schedule":
         """Rebuild a schedule from ``to_json()`` output; dispatches on ``"type"``."""
-        if not isinstance(d, Mapping) or "type" not in d:
-            raise TrainingError(f"Schedule.from_json: expected a dict with a 'type' key, got {d!r}")
-        cls = _REGISTRY.get(d["type"])
-        if cls is None:
-            raise TrainingError(f"Schedule.from_json: unknown schedule type {d['type']!r}; "
-                                f"known: {sorted(_REGISTRY)}")
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known - {"type"}
-        if unknown:
-            raise TrainingError(f"Schedule.from_json: {d['type']} has no fields {sorted(unknown)}")
-        return cls(**{k: decode(v) for k, v in d.items() if k != "type"})
+        return dataclass_from_json(d, _REGISTRY, "Schedule")
+
+
+def dataclass_to_json(obj: Any) -> dict:
+    """``{"type": <class name>, <field>: <encoded value>...}`` for a dataclass (schedules and
+    updaters share this form; nested schedules are encoded recursively)."""
+    out: dict[str, Any] = {"type": type(obj).__name__}
+    for f in fields(obj):
+        out[f.name] = encode(getattr(obj, f.name))
+    return out
+
+
+def dataclass_from_json(d: Any, registry: Mapping[str, type], what: str) -> Any:
+    """Inverse of ``dataclass_to_json``: dispatch on ``"type"`` in ``registry``; an unknown type
+    or field raises a ``TrainingError`` naming it."""
+    if not isinstance(d, Mapping) or "type" not in d:
+        raise TrainingError(f"{what}.from_json: expected a dict with a 'type' key, got {d!r}")
+    cls = registry.get(d["type"])
+    if cls is None:
+        raise TrainingError(f"{what}.from_json: unknown {what.lower()} type {d['type']!r}; "
+                            f"known: {sorted(registry)}")
+    known = {f.name for f in fields(cls)}
+    unknown = set(d) - known - {"type"}
+    if unknown:
+        raise TrainingError(f"{what}.from_json: {d['type']} has no fields {sorted(unknown)}")
+    return cls(**{k: decode(v) for k, v in d.items() if k != "type"})
 
 
 def encode(value: Any) -> Any:

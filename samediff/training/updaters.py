@@ -35,7 +35,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import TrainingError
-from .schedules import Schedule, as_value, check_number, decode, encode
+from .schedules import (Schedule, as_value, check_number, dataclass_from_json,
+                        dataclass_to_json)
 
 _REGISTRY: dict[str, type["Updater"]] = {}
 
@@ -155,25 +156,12 @@ class Updater:
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
         """``{"type": "Adam", "learning_rate": 0.001 or a schedule dict, "beta1": ...}``."""
-        out: dict[str, Any] = {"type": type(self).__name__}
-        for f in fields(self):
-            out[f.name] = encode(getattr(self, f.name))
-        return out
+        return dataclass_to_json(self)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Updater":
         """Rebuild an updater from ``to_json()`` output; dispatches on ``"type"``."""
-        if not isinstance(d, Mapping) or "type" not in d:
-            raise TrainingError(f"Updater.from_json: expected a dict with a 'type' key, got {d!r}")
-        cls = _REGISTRY.get(d["type"])
-        if cls is None:
-            raise TrainingError(f"Updater.from_json: unknown updater type {d['type']!r}; "
-                                f"known: {sorted(_REGISTRY)}")
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known - {"type"}
-        if unknown:
-            raise TrainingError(f"Updater.from_json: {d['type']} has no fields {sorted(unknown)}")
-        return cls(**{k: decode(v) for k, v in d.items() if k != "type"})
+        return dataclass_from_json(d, _REGISTRY, "Updater")
 
 
 def _bias_hyper(beta1: float, beta2: float, lr: float, iteration: int) -> dict[str, float]:
@@ -218,8 +206,18 @@ class Sgd(Updater):
         return p - h["lr"] * g, {}
 
 
+class _WithMomentum(Updater):
+    """Validation and per-step value of a (possibly scheduled) ``momentum`` field."""
+
+    def _check(self) -> None:
+        self._set("momentum", _check_momentum(type(self).__name__, self.momentum))
+
+    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
+        return {"momentum": _momentum_at(self, iteration, epoch)}
+
+
 @dataclass(frozen=True)
-class Momentum(Updater):
+class Momentum(_WithMomentum):
     """Classical (heavy-ball) momentum, as torch ``SGD(momentum=mu)``; not in ND4J:
     ``v' = mu * v + g``, ``p' = p - lr * v'``. Defaults lr 0.1, momentum 0.9 (as Nesterovs).
     ``momentum`` may be a schedule."""
@@ -228,19 +226,13 @@ class Momentum(Updater):
     momentum: Any = 0.9
     _state = ("v",)
 
-    def _check(self) -> None:
-        self._set("momentum", _check_momentum(type(self).__name__, self.momentum))
-
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return {"momentum": _momentum_at(self, iteration, epoch)}
-
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         v = h["momentum"] * s["v"] + g
         return p - h["lr"] * v, {"v": v}
 
 
 @dataclass(frozen=True)
-class Nesterovs(Updater):
+class Nesterovs(_WithMomentum):
     """Nesterov momentum (ND4J ``Nesterovs``, defaults lr 0.1, momentum 0.9):
     ``v' = mu * v - lr * g``, ``p' = p - mu * v + (1 + mu) * v'``.
     ``momentum`` may be a schedule (ND4J's momentum schedule)."""
@@ -248,12 +240,6 @@ class Nesterovs(Updater):
     learning_rate: Any = 0.1
     momentum: Any = 0.9
     _state = ("v",)
-
-    def _check(self) -> None:
-        self._set("momentum", _check_momentum(type(self).__name__, self.momentum))
-
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return {"momentum": _momentum_at(self, iteration, epoch)}
 
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         mu = h["momentum"]
