@@ -597,7 +597,7 @@ def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: lis
         except (OpError, NdDTypeError) as err:
             raise type(err)(f"{err} [in node {node.name!r}]") from None
         types.update(zip(node.outputs, outs))
-    return make_plan(nodes, sorted(input_types), names, types)
+    return make_plan(nodes, sorted(input_types), names, types, exact_shapes=True)
 
 
 def as_value(x: Any) -> Any:

@@ -183,3 +183,21 @@ def test_a_value_read_elsewhere_is_not_swallowed_by_a_reduction():
     (total, y), (want_total, want_y), plan = both(lambda x: ((x * 2.0).sum(1), x * 2.0), x)
     np.testing.assert_allclose(total.numpy(), want_total.numpy(), rtol=1e-6)
     np.testing.assert_array_equal(y.numpy(), want_y.numpy())
+
+
+def test_identity_shape_adjoints_are_dropped_when_shapes_are_exact():
+    """``SameDiff.output`` plans are keyed by exact shapes, so a ``reduce_to_like`` whose input
+    already has the target shape is dropped; an output that thereby becomes a fed input is
+    still handed out as a copy."""
+    from samediff import SameDiff
+    sd = SameDiff.create()
+    x = sd.placeholder("x", "float", -1, 3)
+    same = sd.base.reduce_to_like(x, x, name="same")
+    fed = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = sd.output({"x": fed}, "same")["same"].numpy()
+    np.testing.assert_array_equal(out, fed)
+    assert not np.shares_memory(out, fed)
+    (plan,) = sd._plans.values()
+    if plan.kind == "compiled":
+        assert plan.identities == 1 and "identity adjoint" in plan.explain()
+    assert same.name == "same"

@@ -31,12 +31,15 @@ def get_executor() -> str:
 
 
 def make_plan(nodes: Sequence[Any], input_slots: Sequence[Any], output_slots: Sequence[Any],
-              types: Any) -> Any:
-    """A plan for running ``nodes`` from ``input_slots`` to ``output_slots``."""
+              types: Any, exact_shapes: bool = False) -> Any:
+    """A plan for running ``nodes`` from ``input_slots`` to ``output_slots``.
+
+    ``exact_shapes``: the caller runs this plan only for inputs of exactly these shapes (it
+    keys its cache by them), so shape-dependent simplifications are allowed."""
     if _executor == "interpreter" or types is None:
         return InterpreterPlan(nodes, input_slots, output_slots, types)
     from .plan import CompiledPlan  # Numba is imported on first use, not at `import nd4py`
-    return CompiledPlan(nodes, input_slots, output_slots, types)
+    return CompiledPlan(nodes, input_slots, output_slots, types, exact_shapes)
 
 
 __all__ = ["make_plan", "set_executor", "get_executor", "EXECUTORS", "InterpreterPlan"]

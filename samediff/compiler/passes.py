@@ -25,18 +25,31 @@ class Simplified:
     nodes: list                               # what remains to run, in order
     alias: dict = field(default_factory=dict)   # dropped output -> surviving value
     constants: dict = field(default_factory=dict)  # slot -> value computed at plan time
+    identities: int = 0                          # shape adjoints dropped as identities
 
     def resolve(self, slot: Any) -> Any:
         return self.alias.get(slot, slot)
 
 
-def simplify(nodes: Sequence[Any]) -> Simplified:
+#: ``op(g, like)`` that only reshapes/broadcasts/sums ``g`` to ``like``'s shape (the adjoints in
+#: gradient graphs): the identity when ``g`` already has that shape and dtype.
+SHAPE_ADJOINTS = frozenset({"reduce_to_like", "broadcast_like", "reshape_like"})
+
+
+def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
+    """CSE and constant folding; with ``exact_types`` (the plan only ever sees inputs of these
+    shapes) also drop shape adjoints that are identities for these shapes."""
     out = Simplified(nodes=[])
     seen: dict[tuple, Any] = {}
     for node in nodes:
         inputs = tuple(out.resolve(i) for i in node.inputs)
         if inputs != node.inputs:
             node = replace(node, inputs=inputs)
+        if exact_types is not None and node.op.name in SHAPE_ADJOINTS \
+                and exact_types[node.inputs[0]] == exact_types[node.outputs[0]]:
+            out.alias[node.outputs[0]] = inputs[0]
+            out.identities += 1
+            continue
         if not node.op.random:
             key = (node.op, node.attrs, inputs)
             twin = seen.get(key)

@@ -386,16 +386,21 @@ class CompiledPlan:
     kind = "compiled"
 
     def __init__(self, nodes: Sequence[Any], input_slots: Sequence[int],
-                 output_slots: Sequence[int], types: Sequence[TensorType] | dict) -> None:
+                 output_slots: Sequence[int], types: Sequence[TensorType] | dict,
+                 exact_shapes: bool = False) -> None:
         producers = {o: n for n in nodes for o in n.outputs}
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
-        simple = simplify(needed)
+        simple = simplify(needed, types if exact_shapes else None)
         self.constants = simple.constants
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
         self._results = [simple.resolve(s) for s in output_slots]
-        self._shared = [r in self.constants or self._results.count(r) > 1 for r in self._results]
+        inputs = set(self.input_slots)  # an output may now be an input itself: hand out a copy
+        self._shared = [r in self.constants or r in inputs or self._results.count(r) > 1
+                        for r in self._results]
         self._any_shared = any(self._shared)
-        self.folded, self.merged = len(needed) - len(simple.nodes) - len(simple.alias), len(simple.alias)
+        self.identities = simple.identities
+        self.merged = len(simple.alias) - simple.identities
+        self.folded = len(needed) - len(simple.nodes) - len(simple.alias)
         raw = fuse_reductions(partition(simple.nodes, types), types, self._results)
         # which values each step must hand on: read by a later step, or a plan output
         later: set = set(self._results)
@@ -449,7 +454,8 @@ class CompiledPlan:
     def explain(self) -> str:
         kernels = [s for s in self.steps if isinstance(s, KernelStep)]
         lines = [f"plan: compiled, {len(self.steps)} step(s), {len(kernels)} fused kernel(s), "
-                 f"{self.folded} node(s) constant-folded, {self.merged} merged by CSE"]
+                 f"{self.folded} node(s) constant-folded, {self.merged} merged by CSE"
+                 + (f", {self.identities} identity adjoint(s) dropped" if self.identities else "")]
         for s in self.steps:
             if isinstance(s, KernelStep):
                 state = "fused" if s.kernels is not None else f"FALLBACK ({s.reason})"
