@@ -60,6 +60,8 @@ def fusable(node: Any, types: Sequence[TensorType]) -> bool:
         return False
     ins = [types[i] for i in node.inputs]
     out = types[node.outputs[0]]
+    if not out.shape:  # a rank-0 result: launching a kernel costs more than numpy's scalar math
+        return False
     allowed = (*FLOATS, BOOL)
     if out.dtype not in allowed or any(t.dtype not in allowed and not t.weak for t in ins):
         return False
