@@ -586,7 +586,8 @@ class SameDiff:
         return f"SameDiff({len(self._vars)} variables, {len(self._nodes)} ops)"
 
 
-def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: list[str]) -> Any:
+def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: list[str],
+               donate: dict[str, str] | None = None) -> Any:
     """A plan computing ``names`` with ``nodes`` from inputs of these concrete types (the
     inputs of the plan, in order, are ``sorted(input_types)``). Every node is re-typed first,
     so placeholders' -1 dims are known and a bad feed is reported with its node's name."""
@@ -597,7 +598,7 @@ def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: lis
         except (OpError, NdDTypeError) as err:
             raise type(err)(f"{err} [in node {node.name!r}]") from None
         types.update(zip(node.outputs, outs))
-    return make_plan(nodes, sorted(input_types), names, types, exact_shapes=True)
+    return make_plan(nodes, sorted(input_types), names, types, exact_shapes=True, donate=donate)
 
 
 def as_value(x: Any) -> Any:

@@ -31,15 +31,17 @@ def get_executor() -> str:
 
 
 def make_plan(nodes: Sequence[Any], input_slots: Sequence[Any], output_slots: Sequence[Any],
-              types: Any, exact_shapes: bool = False) -> Any:
+              types: Any, exact_shapes: bool = False, donate: Any = None) -> Any:
     """A plan for running ``nodes`` from ``input_slots`` to ``output_slots``.
 
     ``exact_shapes``: the caller runs this plan only for inputs of exactly these shapes (it
-    keys its cache by them), so shape-dependent simplifications are allowed."""
+    keys its cache by them), so shape-dependent simplifications are allowed.
+    ``donate``: ``{output slot: input slot}`` pairs whose input buffer the plan may overwrite
+    with that output (the caller no longer needs the old contents); granted where safe."""
     if _executor == "interpreter" or types is None:
         return InterpreterPlan(nodes, input_slots, output_slots, types)
     from .plan import CompiledPlan  # Numba is imported on first use, not at `import nd4py`
-    return CompiledPlan(nodes, input_slots, output_slots, types, exact_shapes)
+    return CompiledPlan(nodes, input_slots, output_slots, types, exact_shapes, donate)
 
 
 __all__ = ["make_plan", "set_executor", "get_executor", "EXECUTORS", "InterpreterPlan"]

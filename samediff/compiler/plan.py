@@ -177,6 +177,7 @@ class KernelStep:
         self.reason = ""
         self.kernels: Any = None
         self._preps: dict[tuple, Any] = {}
+        self.donated: dict[Any, Any] = {}   # output slot -> input slot whose buffer it reuses
         self.spec = self._spec(types)
 
     def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
@@ -267,13 +268,24 @@ class KernelStep:
             return False
         shape, targets, parallel = prep
         args = [a.reshape(t) for a, t in zip(arrays, targets)]  # values are ndarrays
-        outs = [np.empty(shape, d) for d in self.out_dtypes]
+        outs = [self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
         fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
         fn(*args, *[values[s] for s in self.scalars], *out_args)
         for s, o in zip(self.outputs, outs):
             values[s] = o
         return True
+
+    def _out_buffer(self, values: dict, slot: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """A fresh output array, or the donated input's buffer when it can be written through
+        (same shape and dtype, C-contiguous, writeable: always, for the training step)."""
+        donor = self.donated.get(slot)
+        if donor is not None:
+            buf = values[donor]
+            if type(buf) is np.ndarray and buf.shape == shape and buf.dtype == dtype \
+                    and buf.flags.c_contiguous and buf.flags.writeable:
+                return buf
+        return np.empty(shape, dtype)
 
     def run(self, values: dict) -> None:
         if self.kernels is None or not self._call(values):
@@ -389,7 +401,7 @@ class CompiledPlan:
 
     def __init__(self, nodes: Sequence[Any], input_slots: Sequence[int],
                  output_slots: Sequence[int], types: Sequence[TensorType] | dict,
-                 exact_shapes: bool = False) -> None:
+                 exact_shapes: bool = False, donate: dict | None = None) -> None:
         producers = {o: n for n in nodes for o in n.outputs}
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
         simple = simplify(needed, types if exact_shapes else None)
@@ -423,16 +435,41 @@ class CompiledPlan:
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
+        self.donations = self._donate(donate or {}, types)
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
 
-    def _plan_frees(self) -> list[list[int]]:
-        """After step k, drop values nobody reads later (never inputs or outputs)."""
-        last: dict[int, int] = {}
+    def _last_readers(self) -> dict[Any, int]:
+        last: dict[Any, int] = {}
         for k, step in enumerate(self.steps):
             for n in (step.nodes if isinstance(step, KernelStep) else [step]):
                 for i in n.inputs:
                     last[i] = k
+        return last
+
+    def _donate(self, donate: dict, types: Any) -> int:
+        """Buffer donation (like JAX's ``donate_argnums``): output ``o`` may be written into
+        input ``i``'s buffer when a plain elementwise kernel computes ``o`` with ``i``'s exact
+        type and no later step reads ``i`` — e.g. a parameter and its updated value. The caller
+        promises it no longer needs ``i``'s old contents. Returns how many were granted."""
+        last, granted = self._last_readers(), 0
+        inputs, results = set(self.input_slots), self._results
+        for out, inp in donate.items():
+            slot = self._results[self.output_slots.index(out)] if out in self.output_slots else None
+            if slot is None or inp not in inputs or inp in results or results.count(slot) > 1 \
+                    or types[slot] != types[inp]:
+                continue
+            for k, step in enumerate(self.steps):
+                if type(step) is KernelStep and slot in step.outputs:
+                    if last.get(inp, -1) <= k and inp not in step.donated.values():
+                        step.donated[slot] = inp
+                        granted += 1
+                    break
+        return granted
+
+    def _plan_frees(self) -> list[list[int]]:
+        """After step k, drop values nobody reads later (never inputs or outputs)."""
+        last = self._last_readers()
         keep = set(self.input_slots) | set(self._results) | set(self.constants)
         frees: list[list[int]] = [[] for _ in self.steps]
         for slot, k in last.items():

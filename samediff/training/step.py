@@ -176,12 +176,17 @@ class TrainStep:
         if plan is None:
             if len(self._plans) >= 16:
                 self._plans.clear()
-            plan = self._plans[key] = typed_plan(self.forward + self.nodes, types, self.outputs())
+            # new parameters and state may be written straight into the old ones' buffers
+            donate = {self.new_params[p]: p for p in self.params}
+            donate.update({self.new_state[p][s]: self.state_inputs[p][s]
+                           for p in self.params for s in self.slots})
+            plan = self._plans[key] = typed_plan(self.forward + self.nodes, types, self.outputs(),
+                                                 donate)
         results = dict(zip(self.outputs(), plan.execute([values[k] for k in plan.input_slots])))
         for p in self.params:
-            np.copyto(sd._vars[p].value, results[self.new_params[p]])
+            _store(sd._vars[p].value, results[self.new_params[p]])
             for s in self.slots:
-                np.copyto(state.arrays[p][s], results[self.new_state[p][s]])
+                _store(state.arrays[p][s], results[self.new_state[p][s]])
         state.iteration += 1
         return float(results[self.loss_name]), {k: results[k] for k in self.extra_outputs}
 
@@ -213,3 +218,8 @@ class TrainStep:
                 values[name], types[name] = info.value, TensorType(info.value.shape,
                                                                    info.value.dtype)
         return values, types
+
+
+def _store(target: np.ndarray, value: np.ndarray) -> None:
+    if value is not target:  # a donated buffer already holds the update
+        np.copyto(target, value)
