@@ -278,3 +278,43 @@ def test_parameters_and_state_are_updated_in_their_own_buffers():
         compiler.set_executor(previous)
     for k, v in params(reference).items():
         np.testing.assert_allclose(params(sd)[k], v, rtol=1e-5, atol=1e-6)
+
+
+def classifier() -> tuple[SameDiff, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(120, 2)).astype(np.float32)
+    labels = (x[:, 0] + x[:, 1] > 0).astype(int)
+    sd = SameDiff.create()
+    xs, ys = sd.placeholder("x", "float", -1, 2), sd.placeholder("y", "float", -1, 2)
+    w, b = sd.var("w", np.zeros((2, 2), np.float32)), sd.var("b", np.zeros(2, np.float32))
+    logits = xs.mmul(w) + b
+    sd.nn.softmax("probs", logits)
+    sd.loss.softmax_cross_entropy("loss", ys, logits)
+    sd.set_training_config(TrainingConfig(updater=Adam(0.1), feature_mapping=["x"],
+                                          label_mapping=["y"]))
+    return sd, x, np.eye(2, dtype=np.float32)[labels]
+
+
+def test_fit_records_training_and_validation_metrics_and_evaluate_agrees():
+    from samediff.evaluation import Evaluation
+    sd, x, y = classifier()
+    history = sd.fit((x, y), epochs=10, batch_size=40, validation=(x, y),
+                     evaluations={"probs": Evaluation()}, verbose=0)
+    assert history.metric("accuracy")[-1] > 0.9 and history.metric("val_accuracy")[-1] > 0.9
+    ev = sd.evaluate((x, y), "probs", Evaluation())
+    probs = sd.output({"x": x}, "probs")["probs"].numpy()
+    manual = Evaluation()
+    manual.eval(y, probs)
+    assert ev.accuracy() == manual.accuracy() == history.metric("val_accuracy")[-1]
+    np.testing.assert_array_equal(ev.confusion_matrix(), manual.confusion_matrix())
+    with pytest.raises(TrainingError, match="label"):
+        SameDiff.create().evaluate((x,), "probs", Evaluation())
+
+
+def test_verbose_prints_epoch_summaries_and_default_is_quiet_off_a_terminal(capsys):
+    sd, x, y = classifier()
+    sd.fit((x, y), epochs=2, batch_size=60)  # stderr is not a TTY under pytest: quiet
+    assert capsys.readouterr().err == ""
+    sd.fit((x, y), epochs=2, batch_size=60, verbose=1)
+    err = capsys.readouterr().err
+    assert "epoch 1/2 - loss" in err and "epoch 2/2 - loss" in err

@@ -79,14 +79,14 @@ class Trainer:
         self.state.ensure(self.sd, step.params, step.slots, cfg.updater.state_init())
         for ls in self.listeners:
             ls.on_fit_start(self)
-        for _ in range(epochs):
-            record = self._epoch(step, batches, evs, label)
+        for i in range(epochs):
+            record = self._epoch(step, batches, evs, label, f"epoch {i + 1}/{epochs}")
             if val is not None:
                 record.val_loss, metrics = evaluate_loss(self.sd, val, evs, label)
                 record.metrics.update({f"val_{k}": v for k, v in metrics.items()})
             self.history.epochs.append(record)
             if self.verbose > 0:
-                print(_summary(record, epochs), file=sys.stderr)
+                print(_summary(record, f"epoch {i + 1}/{epochs}"), file=sys.stderr)
             for ls in self.listeners:
                 ls.on_epoch_end(self, record)
             if self.stop:
@@ -105,7 +105,8 @@ class Trainer:
             label = self.config.label_mapping[0]
         return label
 
-    def _epoch(self, step: TrainStep, batches: Batches, evs: dict, label: str | None) -> EpochRecord:
+    def _epoch(self, step: TrainStep, batches: Batches, evs: dict, label: str | None,
+               title: str) -> EpochRecord:
         state = self.state
         epoch = state.epoch
         for ls in self.listeners:
@@ -114,7 +115,7 @@ class Trainer:
             ev.reset()
         t0 = time.perf_counter()
         total, count, iterations = 0.0, 0, 0
-        progress = _progress(batches, epoch, self.verbose)
+        progress = _progress(batches, title, self.verbose)
         for feeds in batches.epoch(epoch):
             loss, extra = step.run(feeds, state)
             n = _batch_size(feeds)
@@ -213,8 +214,8 @@ def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label:
     return evs
 
 
-def _summary(record: EpochRecord, epochs: int) -> str:
-    parts = [f"epoch {record.epoch + 1}/{epochs}", f"loss {record.loss:.4g}"]
+def _summary(record: EpochRecord, title: str) -> str:
+    parts = [title, f"loss {record.loss:.4g}"]
     if record.val_loss is not None:
         parts.append(f"val_loss {record.val_loss:.4g}")
     parts += [f"{k} {v:.4g}" for k, v in record.metrics.items()]
@@ -225,8 +226,8 @@ def _summary(record: EpochRecord, epochs: int) -> str:
 class _progress:
     """tqdm on a terminal (if installed), a one-line counter otherwise; silent when quiet."""
 
-    def __init__(self, batches: Batches, epoch: int, verbose: int) -> None:
-        self.bar, self.verbose, self.n, self.epoch = None, verbose, 0, epoch
+    def __init__(self, batches: Batches, title: str, verbose: int) -> None:
+        self.bar, self.verbose, self.n, self.title = None, verbose, 0, title
         try:
             total = len(batches)
         except TypeError:
@@ -235,7 +236,7 @@ class _progress:
         if verbose > 0:
             try:
                 from tqdm.auto import tqdm
-                self.bar = tqdm(total=total, desc=f"epoch {epoch}", leave=False, file=sys.stderr)
+                self.bar = tqdm(total=total, desc=title, leave=False, file=sys.stderr)
             except ImportError:
                 pass
 
@@ -246,7 +247,7 @@ class _progress:
             self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
         elif self.verbose > 0:
             total = f"/{self.total}" if self.total else ""
-            sys.stderr.write(f"\repoch {self.epoch}: {self.n}{total} loss {loss:.4g}")
+            sys.stderr.write(f"\r{self.title}: {self.n}{total} loss {loss:.4g}")
 
     def close(self) -> None:
         if self.bar is not None:
