@@ -201,3 +201,36 @@ def test_identity_shape_adjoints_are_dropped_when_shapes_are_exact():
     if plan.kind == "compiled":
         assert plan.identities == 1 and "identity adjoint" in plan.explain()
     assert same.name == "same"
+
+
+@pytest.mark.parametrize("anchor", ["softmax", "log_softmax", "layer_norm"])
+def test_row_kernels_fuse_the_elementwise_prologue(anchor):
+    """``anchor(x @ w * a + b)``: the bias/scale chain is computed inside the row kernel (one
+    kernel after the matmul), with the interpreter's results; when the chain's value is also
+    needed elsewhere (other than as the anchor's input), it stays a kernel of its own."""
+    rng = np.random.default_rng(3)
+    x, w = rng.random((37, 19), dtype=np.float32), rng.random((19, 11), dtype=np.float32)
+    b, g = rng.random(11, dtype=np.float32), rng.random(11, dtype=np.float32)
+
+    def apply(z):
+        return nd.nn.layer_norm(z, g, b, dims=[-1]) if anchor == "layer_norm" else \
+            getattr(nd.nn, anchor)(z, dim=-1)
+
+    def fused(x, w, b):
+        return apply(nd.nn.relu(x @ w * 0.5 + b)) * 2.0
+
+    def shared(x, w, b):  # z is not the anchor's input: the row pass cannot see it
+        z = x @ w + b
+        return apply(z * 0.5) + z
+
+    for fn, kernels in ((fused, 1), (shared, 2)):
+        compiled = nd.compile(fn)
+        got = compiled(nd.create(x), nd.create(w), nd.create(b)).numpy()
+        previous = compiler.set_executor("interpreter")
+        try:
+            want = nd.compile(fn)(nd.create(x), nd.create(w), nd.create(b)).numpy()
+        finally:
+            compiler.set_executor(previous)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+        text = compiled.explain()
+        assert text.count("kernel [fused]") == kernels, text

@@ -79,8 +79,9 @@ class Group:
     shape: tuple[int, ...]
     nodes: list = field(default_factory=list)
     produced: set = field(default_factory=set)
-    rowwise: bool = False   # starts with a row anchor (layer_norm/softmax/log_softmax)
+    rowwise: bool = False   # has a row anchor (layer_norm/softmax/log_softmax)
     reduce_split: int | None = None  # ends with a reduction over dims[reduce_split:]
+    prologue: int = 0       # row groups: elementwise nodes computing the anchor's input first
 
     def accepts(self, node: Any, types: Sequence[TensorType]) -> bool:
         if self.rowwise:  # a row kernel can only read full rows, column vectors and scalars
@@ -147,8 +148,53 @@ def fuse_reductions(steps: list, types: Sequence[TensorType], outputs: Sequence[
     return out
 
 
-def _read_only_inside(group: Group, reduction: Any, consumers: dict) -> bool:
-    inside = {id(n) for n in group.nodes} | {id(reduction)}
+def fuse_row_prologues(steps: list, types: Sequence[TensorType], outputs: Sequence[Any]) -> list:
+    """Fold the elementwise group that computes a row anchor's input into the row kernel
+    (``softmax(x @ w + b)``: the bias add happens in the row's first pass, into a scratch row)
+    when nobody else reads that group's values and it reads only rows, column vectors and
+    scalars, at least one of them a full row."""
+    consumers: dict[Any, list] = {}
+    for step in steps:
+        for n in (step.nodes if isinstance(step, Group) else [step]):
+            for i in n.inputs:
+                consumers.setdefault(i, []).append(n)
+    wanted = set(outputs)
+    out: list = []
+    for step in steps:
+        prev = out[-1] if out else None
+        if (isinstance(step, Group) and step.rowwise and step.prologue == 0
+                and isinstance(prev, Group) and not prev.rowwise and prev.reduce_split is None
+                and step.nodes[0].inputs[0] in prev.produced and prev.shape == step.shape
+                and not prev.produced & wanted and _read_only_inside(prev, step.nodes[0], consumers,
+                                                                      also=step.nodes)
+                and _row_readable(prev, types, step.shape)
+                and _reads_only_anchor_input(step, prev.produced)):
+            step.nodes[:0] = prev.nodes
+            step.produced |= prev.produced
+            step.prologue = len(prev.nodes)
+            out[-1] = step
+            continue
+        out.append(step)
+    return out
+
+
+def _reads_only_anchor_input(row: Group, produced: set) -> bool:
+    """The row kernel's own nodes may read the prologue's result (the anchor's input: the
+    scratch row) but no other prologue temporary, and the anchor reads it only as input 0."""
+    x = row.nodes[0].inputs[0]
+    if any(i in produced for i in row.nodes[0].inputs[1:]):
+        return False
+    return all(i == x for n in row.nodes[1:] for i in n.inputs if i in produced)
+
+
+def _row_readable(group: Group, types: Sequence[TensorType], shape: tuple[int, ...]) -> bool:
+    external = [i for n in group.nodes for i in n.inputs if i not in group.produced]
+    return (all(row_broadcastable(types[i], shape) for i in external)
+            and any(not types[i].weak and tuple(types[i].shape) == tuple(shape) for i in external))
+
+
+def _read_only_inside(group: Group, reduction: Any, consumers: dict, also: Sequence = ()) -> bool:
+    inside = {id(n) for n in group.nodes} | {id(reduction)} | {id(n) for n in also}
     return all(id(c) in inside for v in group.produced for c in consumers.get(v, ()))
 
 
@@ -298,15 +344,22 @@ class KernelStep:
 class RowStep(KernelStep):
     """A row anchor (layer_norm/softmax/log_softmax over the last axis) and its epilogue."""
 
+    def __init__(self, group: Group, types: Sequence[TensorType], needed_after: set) -> None:
+        self.prologue = group.prologue
+        super().__init__(group, types, needed_after)
+        # a full-shape input gives the call's shape (the anchor's input may be computed inside)
+        self._full = next(s for s, (_, (brow, _)) in zip(self.arrays, self.spec.arrays)
+                          if not brow)
+
     def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
         self.flat = False
         return spec_for_rows(self.nodes, self.arrays, self.scalars, self.outputs, types,
                              self.shape)
 
     def source(self) -> str:
-        anchor = self.nodes[0]
+        anchor = self.nodes[self.prologue]
         eps = anchor.attrs.epsilon if anchor.op.name == "layer_norm" else None
-        return render_rows(self.spec, anchor.op.name, eps)
+        return render_rows(self.spec, anchor.op.name, eps, self.prologue)
 
     def warmup_values(self, types: Sequence[TensorType]) -> dict:
         cols = 1 if self.shape[-1] == 1 else 2  # rows of one column fix the column patterns
@@ -318,7 +371,7 @@ class RowStep(KernelStep):
         return values
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
-        shape = np.shape(values[self.nodes[0].inputs[0]])
+        shape = np.shape(values[self._full])
         if len(shape) != len(self.shape):
             return False
         views = [as_rows(np.asarray(values[s]), pattern, shape)
@@ -415,7 +468,8 @@ class CompiledPlan:
         self.identities = simple.identities
         self.merged = len(simple.alias) - simple.identities
         self.folded = len(needed) - len(simple.nodes) - len(simple.alias)
-        raw = fuse_reductions(partition(simple.nodes, types), types, self._results)
+        raw = fuse_row_prologues(fuse_reductions(partition(simple.nodes, types), types,
+                                                 self._results), types, self._results)
         # which values each step must hand on: read by a later step, or a plan output
         later: set = set(self._results)
         needed_after: list[set] = [set()] * len(raw)

@@ -52,17 +52,26 @@ def row_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[bool,
     return (not full, tuple(t_shape)[-1:] in ((), (1,)) and shape[-1] != 1)
 
 
-def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
-    """Source of the row kernels; ``anchor`` is the first node (its NodeSpec is spec.nodes[0])."""
-    first, epilogue = spec.nodes[0], spec.nodes[1:]
+def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int = 0) -> str:
+    """Source of the row kernels. ``spec.nodes`` are ``prologue`` elementwise nodes computing
+    the anchor's input (evaluated once per element into a scratch row), the anchor, then the
+    epilogue."""
+    first, epilogue = spec.nodes[prologue], spec.nodes[prologue + 1:]
     dt = _PREFIX[first.out_dtype]
     e_exp = Emitter(first.out_dtype, None).f("exp")  # vectorizable exp for float32
     reads = []
     for k, (_, (brow, bcol)) in enumerate(spec.arrays):
         reads.append(f"a{k} = in{k}[{'0' if brow else 'r'}, {'0' if bcol else 'c'}]")
     x = first.args[0]
+    pre: list[str] = []
+    if prologue:  # x is a temporary: compute the row once, then read it like an input row
+        pre = [f"xr = np.empty(C, {dt})", "for c in range(C):"]
+        pre += ["    " + b for b in reads + _node_lines(spec.nodes[:prologue])]
+        pre.append(f"    xr[c] = {x}")
+        load_x, row = f"{x} = xr[c]", "xr"
+    else:
+        load_x, row = reads[int(x[1:])], _row_expr(x, spec)
     if anchor == "layer_norm":
-        row = _row_expr(x, spec)
         # statistics accumulate in float64, then join the element math in the kernel's dtype
         stats = [f"mu, var = row_mean_var({row})", f"rstd = {dt}(1.0 / math.sqrt(var + {float(eps)!r}))",
                  f"mu = {dt}(mu)"]
@@ -70,32 +79,35 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None) -> str:
         b = _arg(first.args[2], first.compute) if len(first.args) > 2 else None
         value = f"{dt}(({x} - mu) * rstd) * {g}" + (f" + {b}" if b else "")
     else:
-        row = _row_expr(x, spec)
         # exponentials go to a scratch row (vectorized exp), summed by a reassociated loop
         stats = [f"m = {dt}(row_max({row}))", f"tmp = np.empty(C, {dt})", "for c in range(C):",
-                 f"    {reads[int(x[1:])]}", f"    tmp[c] = {e_exp}({x} - m)",
+                 f"    {load_x}", f"    tmp[c] = {e_exp}({x} - m)",
                  f"acc = {dt}(row_sum(tmp))"]
         if anchor == "softmax":
             value = f"{dt}(tmp[c] / acc)"
         else:
             stats.append(f"lse = {dt}(m + math.log(acc))")
             value = f"{dt}({x} - lse)"
-    body = list(reads) + [f"{first.out} = {dt}({value})"]
-    for n in epilogue:
-        expr = n.op.scalar(Emitter(n.compute or np.float64, n.attrs),
-                           *(_arg(a, n.compute) for a in n.args))
-        body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
+    body = list(reads) + ([load_x] if prologue else []) + [f"{first.out} = {dt}({value})"]
+    body += _node_lines(epilogue)
     body += [f"o{k}[r, c] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]
     params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs))])
     lines = list(PRELUDE)
     for name, parallel in VARIANTS:
         lines += [decorator(parallel), f"def {name}({params}):", "    R = o0.shape[0]",
                   "    C = o0.shape[1]", f"    for r in {'prange' if parallel else 'range'}(R):"]
-        lines += ["        " + s for s in stats]
+        lines += ["        " + s for s in pre + stats]
         lines.append("        for c in range(C):")
         lines += ["            " + b for b in body]
         lines.append("")
     return module_source(lines)
+
+
+def _node_lines(nodes: Sequence[Any]) -> list[str]:
+    """One typed assignment per elementwise node."""
+    return [f"{n.out} = {_PREFIX[n.out_dtype]}("
+            f"{n.op.scalar(Emitter(n.compute or np.float64, n.attrs), *(_arg(a, n.compute) for a in n.args))})"
+            for n in nodes]
 
 
 def _row_expr(ref: str, spec: KernelSpec) -> str:
