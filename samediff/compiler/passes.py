@@ -34,6 +34,9 @@ class Simplified:
 #: ``op(g, like)`` that only reshapes/broadcasts/sums ``g`` to ``like``'s shape (the adjoints in
 #: gradient graphs): the identity when ``g`` already has that shape and dtype.
 SHAPE_ADJOINTS = frozenset({"reduce_to_like", "broadcast_like", "reshape_like"})
+#: ops whose value depends only on their input's type (gradient rules use ``ones_like`` to
+#: count elements when shapes are unknown while recording): constants once shapes are exact
+TYPE_ONLY = frozenset({"ones_like", "zeros_like", "full_like"})
 
 
 def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
@@ -49,6 +52,12 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
                 and exact_types[node.inputs[0]] == exact_types[node.outputs[0]]:
             out.alias[node.outputs[0]] = inputs[0]
             out.identities += 1
+            continue
+        if exact_types is not None and node.op.name in TYPE_ONLY and not exact_types[inputs[0]].weak:
+            t = exact_types[inputs[0]]  # the value depends on the input's (exact) type only
+            values = {inputs[0]: np.empty(t.shape, t.dtype)}
+            interpreter.run_nodes((node,), values)
+            out.constants[node.outputs[0]] = values[node.outputs[0]]
             continue
         if not node.op.random:
             key = (node.op, node.attrs, inputs)

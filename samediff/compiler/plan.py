@@ -458,9 +458,10 @@ class CompiledPlan:
         producers = {o: n for n in nodes for o in n.outputs}
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
         simple = simplify(needed, types if exact_shapes else None)
-        self.constants = simple.constants
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
         self._results = [simple.resolve(s) for s in output_slots]
+        read = {i for n in simple.nodes for i in n.inputs} | set(self._results)
+        self.constants = {k: v for k, v in simple.constants.items() if k in read}
         inputs = set(self.input_slots)  # an output may now be an input itself: hand out a copy
         self._shared = [r in self.constants or r in inputs or self._results.count(r) > 1
                         for r in self._results]
