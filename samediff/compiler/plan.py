@@ -11,6 +11,7 @@ and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -299,17 +300,20 @@ class KernelStep:
                 if not all((d == 1) if b else (d == o) for d, o, b in zip(full, shape, pattern)):
                     return False
                 targets.append(full)
-        size = int(np.prod(shape, dtype=np.int64))
-        return shape, targets, size >= PARALLEL_THRESHOLD
+        return shape, targets, math.prod(shape) >= PARALLEL_THRESHOLD
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
-        arrays = [values[s] for s in self.arrays]
-        key = tuple([np.shape(a) for a in arrays])
-        prep = self._preps.get(key)
+    def _prep_for(self, shapes: tuple) -> Any:
+        """``_prepare(shapes)``, cached per shape tuple (a plan sees few distinct shapes)."""
+        prep = self._preps.get(shapes)
         if prep is None:
             if len(self._preps) > 64:
                 self._preps.clear()
-            prep = self._preps[key] = self._prepare(key)
+            prep = self._preps[shapes] = self._prepare(shapes)
+        return prep
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        arrays = [values[s] for s in self.arrays]
+        prep = self._prep_for(tuple([np.shape(a) for a in arrays]))
         if prep is False:
             return False
         shape, targets, parallel = prep
@@ -379,7 +383,7 @@ class RowStep(KernelStep):
         if any(v is None for v in views):
             return False
         outs = [np.empty(shape, d) for d in self.out_dtypes]
-        rows = int(np.prod(shape[:-1], dtype=np.int64))
+        rows = math.prod(shape[:-1])
         fn = self.kernels.kernel_ser if (force_serial or rows * shape[-1] < PARALLEL_THRESHOLD) \
             else self.kernels.kernel_par
         fn(*views, *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
@@ -424,26 +428,38 @@ class ReduceStep(KernelStep):
         return {s: np.ones(tuple(1 if d == 1 else 2 for d in types[s].shape), dtype)
                 for s, (dtype, _) in zip(self.arrays, self.spec.arrays)}
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
-        arrays = [np.asarray(values[s]) for s in self.arrays]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+    def _prepare(self, shapes: tuple) -> Any:
+        """(rows, cols, 2-D view shapes, output shape, parallel?) for these input shapes, or
+        False when they do not fit the kernel (the interpreter runs the group instead)."""
+        try:
+            shape = np.broadcast_shapes(*shapes) if shapes else ()
+        except ValueError:
+            return False
         if len(shape) != len(self.shape):
             return False
-        rows = int(np.prod(shape[:self.split], dtype=np.int64))
-        cols = int(np.prod(shape[self.split:], dtype=np.int64))
+        rows, cols = math.prod(shape[:self.split]), math.prod(shape[self.split:])
         if cols == 0 and self.reduction.op.name in ("max", "min"):
             return False  # numpy raises for an empty max/min: let the interpreter say so
         views = []
-        for a, (_, (brow, bcol)) in zip(arrays, self.spec.arrays):
-            if split_pattern(a.shape, shape, self.split) != (brow, bcol):
+        for sh, (_, (brow, bcol)) in zip(shapes, self.spec.arrays):
+            if split_pattern(sh, shape, self.split) != (brow, bcol):
                 return False
-            views.append(a.reshape(1 if brow else rows, 1 if bcol else cols))
-        out = np.empty(rows, self.out_dtypes[0])
-        fn = self.kernels.kernel_par if rows * cols >= PARALLEL_THRESHOLD and rows > 1 \
-            and not force_serial else self.kernels.kernel_ser
-        fn(*views, *[values[s] for s in self.scalars], out, cols)
+            views.append((1 if brow else rows, 1 if bcol else cols))
         attrs = self.reduction.attrs
-        values[self.outputs[0]] = out.reshape(reduce_shape(shape, attrs.dims, attrs.keep_dims))
+        return (rows, cols, views, reduce_shape(shape, attrs.dims, attrs.keep_dims),
+                rows * cols >= PARALLEL_THRESHOLD and rows > 1)
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        arrays = [np.asarray(values[s]) for s in self.arrays]
+        prep = self._prep_for(tuple([a.shape for a in arrays]))
+        if prep is False:
+            return False
+        rows, cols, views, out_shape, parallel = prep
+        out = np.empty(rows, self.out_dtypes[0])
+        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
+        fn(*[a.reshape(v) for a, v in zip(arrays, views)], *[values[s] for s in self.scalars],
+           out, cols)
+        values[self.outputs[0]] = out.reshape(out_shape)
         return True
 
 
