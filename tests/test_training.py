@@ -318,3 +318,15 @@ def test_verbose_prints_epoch_summaries_and_default_is_quiet_off_a_terminal(caps
     sd.fit((x, y), epochs=2, batch_size=60, verbose=1)
     err = capsys.readouterr().err
     assert "epoch 1/2 - loss" in err and "epoch 2/2 - loss" in err
+
+
+def test_set_array_between_fits_is_seen_by_the_cached_step():
+    sd = regression(Sgd(0.1))
+    sd.fit((X, Y), epochs=1, batch_size=96, shuffle=False, verbose=0)
+    w0 = np.array([[0.5], [-0.3], [0.2]], np.float32)
+    sd.get_variable("w").set_array(w0)  # replaces the variable's buffer
+    sd.get_variable("b").set_array(np.zeros(1, np.float32))
+    sd.fit((X, Y), epochs=1, batch_size=96, shuffle=False, verbose=0)
+    r = X.astype(np.float64) @ w0 - Y
+    gw = 2 * X.T.astype(np.float64) @ r / len(X)
+    np.testing.assert_allclose(sd.get_variable("w").get_arr().numpy(), w0 - 0.1 * gw, rtol=1e-5)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TrainingError
-from ..graph import Node, SameDiff, VarInfo, VariableType, typed_plan
+from ..graph import Node, SameDiff, VarInfo, VariableType, _check_feed, typed_plan
 from ..ops import TensorType
 from ..array import type_of
 from .config import TrainingConfig
@@ -80,6 +80,14 @@ class TrainStep:
         self.extra_outputs = tuple(extra_outputs)
         self._build_detached()
         self._plans: dict[tuple, Any] = {}
+        self._outputs = self.outputs()
+        self._state_owner = {name: (p, s) for p, d in self.state_inputs.items()
+                             for s, name in d.items()}
+        infos = [(n, self.vars.get(n) or sd._vars[n]) for n in self._graph_inputs]
+        self._placeholders = [(n, i) for n, i in infos if i.vtype is VariableType.PLACEHOLDER]
+        self._fixed_names = sorted([n for n, i in infos if i.vtype is not VariableType.PLACEHOLDER]
+                                   + list(self._state_owner))
+        self._fixed: tuple | None = None
 
     # -- building ---------------------------------------------------------------------------
     def _build_detached(self) -> None:
@@ -170,19 +178,36 @@ class TrainStep:
         """One step on a batch: updates parameters and ``state`` in place; returns the loss and
         the extra outputs asked for at construction."""
         sd = self.sd
-        values, types = self._inputs(feeds, state)
-        key = tuple((k, types[k]) for k in sorted(types))
+        fixed = self._fixed_inputs(state)
+        values = dict(fixed[0])
+        hyper = self.config.updater.hyper(state.iteration, state.epoch)
+        for k, var in self.hyper_vars.items():
+            values[var.name] = float(hyper[k])
+        feed_types = []
+        for name, info in self._placeholders:
+            if name not in feeds:
+                raise TrainingError(f"fit: placeholder {name!r} ({info.ttype}) needs a value "
+                                    f"from each batch; map it with TrainingConfig("
+                                    f"feature_mapping=/label_mapping=) or pass dict batches "
+                                    f"keyed by placeholder name (got {sorted(feeds)})")
+            arr = _check_feed(info, feeds[name])
+            values[name] = arr
+            feed_types.append(TensorType(arr.shape, arr.dtype))
+        key = (fixed[2], tuple(feed_types))
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= 16:
                 self._plans.clear()
+            types = dict(fixed[1])
+            types.update({n: t for (n, _), t in zip(self._placeholders, feed_types)})
+            types.update({v.name: _WEAK_FLOAT for v in self.hyper_vars.values()})
             # new parameters and state may be written straight into the old ones' buffers
             donate = {self.new_params[p]: p for p in self.params}
             donate.update({self.new_state[p][s]: self.state_inputs[p][s]
                            for p in self.params for s in self.slots})
-            plan = self._plans[key] = typed_plan(self.forward + self.nodes, types, self.outputs(),
+            plan = self._plans[key] = typed_plan(self.forward + self.nodes, types, self._outputs,
                                                  donate)
-        results = dict(zip(self.outputs(), plan.execute([values[k] for k in plan.input_slots])))
+        results = dict(zip(self._outputs, plan.execute([values[k] for k in plan.input_slots])))
         for p in self.params:
             _store(sd._vars[p].value, results[self.new_params[p]])
             for s in self.slots:
@@ -190,34 +215,35 @@ class TrainStep:
         state.iteration += 1
         return float(results[self.loss_name]), {k: results[k] for k in self.extra_outputs}
 
-    def _inputs(self, feeds: dict[str, np.ndarray], state: UpdaterState) -> tuple[dict, dict]:
-        sd = self.sd
-        values: dict[str, Any] = {}
-        types: dict[str, TensorType] = {}
-        hyper = self.config.updater.hyper(state.iteration, state.epoch)
-        for k, var in self.hyper_vars.items():
-            values[var.name], types[var.name] = float(hyper[k]), _WEAK_FLOAT
-        for p in self.params:
-            for s, name in self.state_inputs[p].items():
-                arr = state.arrays[p][s]
-                values[name], types[name] = arr, TensorType(arr.shape, arr.dtype)
-        for name in self._graph_inputs:
-            info = self.vars.get(name) or sd._vars[name]
-            if info.vtype is VariableType.PLACEHOLDER:
-                if name not in feeds:
-                    raise TrainingError(f"fit: placeholder {name!r} ({info.ttype}) needs a value "
-                                        f"from each batch; map it with TrainingConfig("
-                                        f"feature_mapping=/label_mapping=) or pass dict batches "
-                                        f"keyed by placeholder name (got {sorted(feeds)})")
-                from ..graph import _check_feed
-                arr = _check_feed(info, feeds[name])
-                values[name], types[name] = arr, TensorType(arr.shape, arr.dtype)
-            elif info.ttype.weak:
-                values[name], types[name] = info.value.item(), info.ttype
+    def _fixed_inputs(self, state: UpdaterState) -> tuple[dict, dict, tuple]:
+        """Values, types and cache key of the inputs that are the same arrays every step
+        (parameters, constants, updater state), rebuilt only when one of them is replaced
+        (``set_array``, a resized state) — checked by identity each step."""
+        sources = [self._source(name, state) for name in self._fixed_names]
+        cached = self._fixed
+        if cached is not None and len(cached[3]) == len(sources) and all(
+                a is b for a, b in zip(cached[3], sources)):
+            return cached[:3]
+        values, types = {}, {}
+        for name, value in zip(self._fixed_names, sources):
+            weak_type = self._weak_type(name)
+            if weak_type is not None:  # a Python literal stays a weak Python scalar
+                values[name], types[name] = value.item(), weak_type
             else:
-                values[name], types[name] = info.value, TensorType(info.value.shape,
-                                                                   info.value.dtype)
-        return values, types
+                values[name], types[name] = value, TensorType(value.shape, value.dtype)
+        key = tuple((k, types[k]) for k in self._fixed_names)
+        self._fixed = (values, types, key, sources)
+        return values, types, key
+
+    def _source(self, name: str, state: UpdaterState) -> np.ndarray:
+        owner = self._state_owner.get(name)
+        if owner is not None:
+            return state.arrays[owner[0]][owner[1]]
+        return (self.vars.get(name) or self.sd._vars[name]).value
+
+    def _weak_type(self, name: str) -> TensorType | None:
+        info = self.vars.get(name) or self.sd._vars.get(name)
+        return info.ttype if info is not None and info.ttype.weak else None
 
 
 def _store(target: np.ndarray, value: np.ndarray) -> None:
