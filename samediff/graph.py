@@ -216,6 +216,10 @@ class SameDiff:
         for node in self._nodes:
             node.inputs = tuple(new if i == old else i for i in node.inputs)
             node.outputs = tuple(new if o == old else o for o in node.outputs)
+        self._losses = [new if n == old else n for n in self._losses]
+        state = self._updater_state.arrays
+        if old in state:  # a trained variable keeps its updater state (Adam moments...)
+            state[new] = state.pop(old)
 
     # -- variables ------------------------------------------------------------------------
     def _add_var(self, name: str, vtype: VariableType, ttype: TensorType,
@@ -324,6 +328,7 @@ class SameDiff:
         info = self._info(var if isinstance(var, str) else self._own(var).name)
         if info.vtype is VariableType.CONSTANT and info.ttype.dtype.kind == "f" and not info.ttype.weak:
             info.vtype = VariableType.VARIABLE
+            self._version += 1  # cached plans and training steps saw it as a constant
         elif info.vtype is not VariableType.VARIABLE:
             raise GraphError(f"convert_to_variable: only floating-point CONSTANTs can become "
                              f"VARIABLEs; {info.name!r} is a {info.vtype.value} of "

@@ -30,6 +30,11 @@ def needed_nodes(nodes: Sequence[Any], producers: Mapping[str, Any], outputs: It
 _WEAK = (bool, int, float)
 
 
+def _typed_weak(node: Any, args: list) -> bool:
+    from .array import type_of  # the op table's own answer (memoized per input types)
+    return node.op.infer_types([type_of(a) for a in args], node.attrs)[0].weak
+
+
 def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
     """Execute ``nodes`` in order; ``values`` maps names to arrays (or weak Python scalars)
     and receives every output. Returns ``values``."""
@@ -41,11 +46,14 @@ def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
             err = explain_failure(node.op, args, node.attrs, exc)
             raise type(err)(f"{err} [in node {node.name!r}]") from exc
         if not isinstance(out, tuple):  # a multi-output op may return a 1-tuple (unstack of 1)
-            if type(out) is not np.ndarray:
-                # an op of weak Python scalars only (lr * 0.5) gives a weak scalar again, so it
-                # promotes nothing downstream and kernels take it as a scalar argument
-                weak = all(type(a) in _WEAK for a in args) and np.ndim(out) == 0
-                out = out.item() if weak and hasattr(out, "item") else (out if weak else np.asarray(out))
+            if args and all(type(a) in _WEAK for a in args) and np.ndim(out) == 0 \
+                    and _typed_weak(node, args):
+                # an op of weak Python scalars that is typed weak (lr * 0.5) gives a Python
+                # scalar again: it promotes nothing downstream and kernels take it as a scalar
+                # argument (reductions, cast... are typed strong and stay arrays)
+                out = out.item() if hasattr(out, "item") else out
+            elif type(out) is not np.ndarray:
+                out = np.asarray(out)
             values[node.outputs[0]] = out
         else:
             if len(out) != len(node.outputs):

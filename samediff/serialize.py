@@ -123,15 +123,20 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
         state = sd._updater_state
         slots: dict[str, dict[str, str]] = {}
         for k, (param, per_slot) in enumerate(sorted(state.arrays.items())):
+            info = sd._vars.get(param)
+            if info is None or info.vtype is not VariableType.VARIABLE:
+                continue  # state of a variable since frozen or removed: not part of the model
             slots[param] = {}
             for slot, arr in sorted(per_slot.items()):
                 member = f"updater/{k}-{slot}.npy"
                 arrays.append((member, arr))
                 slots[param][slot] = member
-        updater_state = {"iteration": state.iteration, "epoch": state.epoch, "arrays": slots}
+        updater_state = {"iteration": state.iteration, "epoch": state.epoch,
+                         "batch": state.batch, "arrays": slots}
     elif save_updater_state and (sd._updater_state.iteration or sd._updater_state.epoch):
-        updater_state = {"iteration": sd._updater_state.iteration,  # a stateless updater (Sgd)
-                         "epoch": sd._updater_state.epoch, "arrays": {}}
+        state = sd._updater_state  # a stateless updater (Sgd): only the counters
+        updater_state = {"iteration": state.iteration, "epoch": state.epoch,
+                         "batch": state.batch, "arrays": {}}
     doc = {"format": FORMAT, "version": VERSION, "variables": variables, "nodes": nodes,
            "loss_variables": list(sd._losses), "training": training,
            "updater_state": updater_state}
@@ -299,9 +304,11 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
             raise bad("'training' must be an object")
         try:
             sd._training_config = TrainingConfig.from_dict(training)
-            for name in [*sd._training_config.feature_mapping, *sd._training_config.label_mapping]:
+            config = sd._training_config
+            for name in [*config.feature_mapping, *config.label_mapping,
+                         *(config.loss_variables or [])]:
                 sd._info(name)
-        except (TrainingError, NdError, TypeError) as exc:
+        except (TrainingError, NdError, TypeError, ValueError) as exc:
             raise bad(f"training config cannot be restored: {exc}") from None
     state = doc.get("updater_state") or {}
     if not isinstance(state, dict):
@@ -309,11 +316,12 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
     if not state:
         return
     it, ep, per_param = state.get("iteration"), state.get("epoch"), state.get("arrays", {})
-    if not (isinstance(it, int) and isinstance(ep, int) and it >= 0 and ep >= 0
+    batch = state.get("batch", 0)
+    if not (all(type(v) is int and v >= 0 for v in (it, ep, batch))
             and isinstance(per_param, dict)):
-        raise bad("'updater_state' needs non-negative integers 'iteration' and 'epoch' and an "
-                  "'arrays' object")
-    restored = UpdaterState(it, ep)
+        raise bad("'updater_state' needs non-negative integers 'iteration', 'epoch' and "
+                  "'batch' and an 'arrays' object")
+    restored = UpdaterState(it, ep, batch)
     for param, slots in per_param.items():
         info = sd._vars.get(param)
         if info is None or info.vtype is not VariableType.VARIABLE or not isinstance(slots, dict):

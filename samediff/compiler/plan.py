@@ -478,10 +478,7 @@ class CompiledPlan:
         self._results = [simple.resolve(s) for s in output_slots]
         read = {i for n in simple.nodes for i in n.inputs} | set(self._results)
         self.constants = {k: v for k, v in simple.constants.items() if k in read}
-        inputs = set(self.input_slots)  # an output may now be an input itself: hand out a copy
-        self._shared = [r in self.constants or r in inputs or self._results.count(r) > 1
-                        for r in self._results]
-        self._any_shared = any(self._shared)
+        self._inputs_set = set(self.input_slots)
         self.identities = simple.identities
         self.merged = len(simple.alias) - simple.identities
         self.folded = len(needed) - len(simple.nodes) - len(simple.alias)
@@ -506,9 +503,24 @@ class CompiledPlan:
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
+        # outputs the caller must get a copy of: constants (they live as long as the plan) and
+        # library results that may be views of them, inputs, and values returned twice
+        persistent = self._views_of(set(self.constants))
+        self._shared = [r in persistent or r in self._inputs_set or self._results.count(r) > 1
+                        for r in self._results]
+        self._any_shared = any(self._shared)
         self.donations = self._donate(donate or {}, types)
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
+
+    def _views_of(self, slots: set) -> set:
+        """``slots`` plus every library-call result that may be a view of one of them (numpy's
+        reshape, transpose, slicing... return views); kernel outputs are always fresh."""
+        out = set(slots)
+        for step in self.steps:
+            if not isinstance(step, KernelStep) and any(i in out for i in step.inputs):
+                out.update(step.outputs)
+        return out
 
     def _last_readers(self) -> dict[Any, int]:
         last: dict[Any, int] = {}
@@ -527,12 +539,16 @@ class CompiledPlan:
         inputs, results = set(self.input_slots), self._results
         for out, inp in donate.items():
             slot = self._results[self.output_slots.index(out)] if out in self.output_slots else None
-            if slot is None or inp not in inputs or inp in results or results.count(slot) > 1 \
+            if slot is None or inp not in inputs or results.count(slot) > 1 \
                     or types[slot] != types[inp]:
                 continue
+            aliases = self._views_of({inp})  # the buffer, and views of it taken by library calls
+            if aliases & set(results):
+                continue
+            read_until = max(last.get(a, -1) for a in aliases)
             for k, step in enumerate(self.steps):
                 if type(step) is KernelStep and slot in step.outputs:
-                    if last.get(inp, -1) <= k and inp not in step.donated.values():
+                    if read_until <= k and inp not in step.donated.values():
                         step.donated[slot] = inp
                         granted += 1
                     break

@@ -62,10 +62,15 @@ class TrainingConfig:
             self.loss_variables = _names(self.loss_variables, "loss_variables")
         for name in ("l1", "l2", "weight_decay"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value < 0:
                 raise TrainingError(f"TrainingConfig: {name} must be a finite number >= 0, "
                                     f"got {value!r}")
             setattr(self, name, float(value))
+        for name in ("minimize", "weight_decay_apply_lr"):
+            if not isinstance(getattr(self, name), bool):
+                raise TrainingError(f"TrainingConfig: {name} must be True or False, got "
+                                    f"{getattr(self, name)!r}")
         if self.l2 > 0 and self.weight_decay > 0:
             raise TrainingError("TrainingConfig: l2 and weight_decay are alternatives (ND4J "
                                 "applies one or the other); set only one of them")

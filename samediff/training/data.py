@@ -90,10 +90,17 @@ class Batches:
             raise TrainingError(f"{where}: batch_size must be >= 1 for array data, got {batch_size!r}")
 
     def _as_arrays(self, data: Any) -> dict[str, np.ndarray] | None:
-        if isinstance(data, Mapping) and data and all(_is_array(v) for v in data.values()) \
-                and not ("features" in data or "labels" in data):
-            feeds = {str(k): _array(v) for k, v in data.items()}
-        elif isinstance(data, tuple) and data and all(_is_array(v) for v in data):
+        if isinstance(data, np.ndarray):  # features only (no labels placeholders)
+            data = (data,)
+        if isinstance(data, Mapping) and data and all(_is_array(v) for v in data.values()):
+            if "features" in data or "labels" in data:  # a whole dataset keyed like a batch
+                feeds = self.mapping.feeds(data, self.where)
+            else:
+                feeds = {str(k): _array(v) for k, v in data.items()}
+        elif isinstance(data, (tuple, list)) and data and all(
+                isinstance(v, np.ndarray) or (_is_array(v) and not isinstance(v, (tuple, list)))
+                for v in data):
+            # a tuple or list of arrays is the dataset (a list of batches holds tuples/dicts)
             feeds = self.mapping._positional(list(data), self.where)
         else:
             return None

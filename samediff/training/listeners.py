@@ -85,6 +85,9 @@ class EarlyStopping(Listener):
         self.best_epoch: int | None = None
         self.waited = 0
 
+    def on_fit_start(self, trainer: Any) -> None:
+        self.best, self.best_epoch, self.waited = None, None, 0  # each fit starts afresh
+
     def _value(self, record: EpochRecord) -> float | None:
         if self.monitor == "loss":
             return record.loss
@@ -110,7 +113,8 @@ class EarlyStopping(Listener):
 
 class CheckpointListener(Listener):
     """Save the model (with updater state) every N epochs and/or iterations, atomically,
-    keeping the last ``keep_last`` files in ``directory`` (``<prefix>-e<epoch>-i<iter>.sdz``)."""
+    keeping the last ``keep_last`` files it wrote in ``directory``
+    (``<prefix>-e<epoch>-i<iter>.sdz``; files of other runs there are left alone)."""
 
     def __init__(self, directory: str | os.PathLike, every_epochs: int | None = 1,
                  every_iterations: int | None = None, keep_last: int = 3,
@@ -121,6 +125,7 @@ class CheckpointListener(Listener):
             raise TrainingError("CheckpointListener: give every_epochs and/or every_iterations")
         self.directory, self.prefix = os.fspath(directory), prefix
         self.every_epochs, self.every_iterations, self.keep_last = every_epochs, every_iterations, keep_last
+        self.written: list[str] = []  # only files this listener wrote are ever pruned
         os.makedirs(self.directory, exist_ok=True)
 
     def _pattern(self) -> re.Pattern:
@@ -139,8 +144,13 @@ class CheckpointListener(Listener):
         s = trainer.state
         path = os.path.join(self.directory, f"{self.prefix}-e{s.epoch}-i{s.iteration}.sdz")
         trainer.sd.save(path, save_updater_state=True)  # atomic: temp file + rename
-        for old in self.checkpoints()[:-self.keep_last]:
-            os.remove(old)
+        if path in self.written:
+            self.written.remove(path)
+        self.written.append(path)
+        for old in self.written[:-self.keep_last]:
+            if os.path.exists(old):
+                os.remove(old)
+        self.written = self.written[-self.keep_last:]
         return path
 
     def on_iteration_end(self, trainer: Any, iteration: int, loss: float) -> None:

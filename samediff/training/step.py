@@ -33,8 +33,9 @@ _WEAK_FLOAT = type_of(1.0)
 class UpdaterState:
     """Per-parameter updater arrays plus the step/epoch counters (saved with the model)."""
 
-    def __init__(self, iteration: int = 0, epoch: int = 0) -> None:
-        self.iteration, self.epoch = iteration, epoch
+    def __init__(self, iteration: int = 0, epoch: int = 0, batch: int = 0) -> None:
+        # steps done in all, epochs completed, batches done in the current epoch
+        self.iteration, self.epoch, self.batch = iteration, epoch, batch
         self.arrays: dict[str, dict[str, np.ndarray]] = {}
 
     def ensure(self, sd: SameDiff, params: list[str], slots: tuple[str, ...],
@@ -65,11 +66,15 @@ class TrainStep:
         if not sd._losses:
             raise TrainingError("fit: no loss variables; mark one with v.mark_as_loss(), use an "
                                 "sd.loss.* function, or set TrainingConfig(loss_variables=...)")
+        for name in extra_outputs:  # before anything runs (donation updates in place)
+            sd._info(name)
+        upstream = _upstream(sd, sd._losses)
+        # like PyTorch/ND4J, variables no loss depends on (an unused head) are not trained
         self.params = [v.name for v in sd.trainable_variables()
-                       if sd._vars[v.name].ttype.dtype.kind == "f"]
+                       if sd._vars[v.name].ttype.dtype.kind == "f" and v.name in upstream]
         if not self.params:
-            raise TrainingError("fit: the graph has no trainable (floating-point VARIABLE) "
-                                "variables")
+            raise TrainingError("fit: no trainable (floating-point VARIABLE) variable affects "
+                                f"the losses {list(sd._losses)}")
         for name in config.feature_mapping + config.label_mapping:
             info = sd._info(name)
             if info.vtype is not VariableType.PLACEHOLDER:
@@ -88,6 +93,7 @@ class TrainStep:
         self._fixed_names = sorted([n for n, i in infos if i.vtype is not VariableType.PLACEHOLDER]
                                    + list(self._state_owner))
         self._fixed: tuple | None = None
+        self.last_penalty: float | None = None  # the L1/L2 penalty of the last step
 
     # -- building ---------------------------------------------------------------------------
     def _build_detached(self) -> None:
@@ -120,12 +126,14 @@ class TrainStep:
         if cfg.weight_decay and lr is None and cfg.weight_decay_apply_lr:
             raise TrainingError(f"fit: weight_decay with apply_lr needs the updater's learning "
                                 f"rate, but {type(cfg.updater).__name__}.hyper() has no 'lr'")
+        # the reported loss is the summed loss variables, as validation measures them; the
+        # regularization penalty is reported on its own (gradients come from autodiff of the
+        # losses, with the penalty's gradient and the maximize sign applied to them below)
         loss_terms = [sd._vars[n].sdvar for n in sd._losses]
         total = loss_terms[0].sum() if loss_terms[0].rank else loss_terms[0]
         for t in loss_terms[1:]:
             total = total + (t.sum() if t.rank else t)
-        if not cfg.minimize:
-            total = -total
+        penalty = None
         self.new_params: dict[str, str] = {}
         self.new_state: dict[str, dict[str, str]] = {}
         self.state_inputs: dict[str, dict[str, str]] = {}
@@ -134,12 +142,15 @@ class TrainStep:
             ttype = sd._vars[p].ttype
             if not cfg.minimize:
                 g = -g
+            terms = []
             if cfg.l2:
                 g = g + pv * cfg.l2
-                total = total + pv.square().sum() * (0.5 * cfg.l2)
+                terms.append(pv.square().sum() * (0.5 * cfg.l2))
             if cfg.l1:
                 g = g + pv.sign() * cfg.l1
-                total = total + pv.abs().sum() * cfg.l1
+                terms.append(pv.abs().sum() * cfg.l1)
+            for term in terms:
+                penalty = term if penalty is None else penalty + term
             state = {}
             for s in self.slots:
                 state[s] = sd._add_var(sd._scoped(f"{p}/{s}"), VariableType.PLACEHOLDER,
@@ -154,6 +165,7 @@ class TrainStep:
             self.new_params[p] = new_p.name
             self.new_state[p] = {s: new_s[s].name for s in self.slots}
         self.loss_name = total.name
+        self.penalty_name = None if penalty is None else penalty.name
 
     def _needed_graph_nodes(self, produced_here: set[str]) -> list[Node]:
         """The graph's own nodes (forward and backward) the detached part reads."""
@@ -169,6 +181,8 @@ class TrainStep:
     # -- running ----------------------------------------------------------------------------
     def outputs(self) -> list[str]:
         names = [self.loss_name, *self.extra_outputs]
+        if self.penalty_name is not None:
+            names.append(self.penalty_name)
         for p in self.params:
             names.append(self.new_params[p])
             names.extend(self.new_state[p][s] for s in self.slots)
@@ -213,6 +227,8 @@ class TrainStep:
             for s in self.slots:
                 _store(state.arrays[p][s], results[self.new_state[p][s]])
         state.iteration += 1
+        self.last_penalty = (None if self.penalty_name is None
+                             else float(results[self.penalty_name]))
         return float(results[self.loss_name]), {k: results[k] for k in self.extra_outputs}
 
     def _fixed_inputs(self, state: UpdaterState) -> tuple[dict, dict, tuple]:
@@ -249,3 +265,17 @@ class TrainStep:
 def _store(target: np.ndarray, value: np.ndarray) -> None:
     if value is not target:  # a donated buffer already holds the update
         np.copyto(target, value)
+
+
+def _upstream(sd: SameDiff, names: list[str]) -> set[str]:
+    """Every variable the values ``names`` are computed from (and the names themselves)."""
+    producers = {o: n for n in sd._nodes for o in n.outputs}
+    seen, stack = set(names), list(names)
+    while stack:
+        node = producers.get(stack.pop())
+        if node is not None:
+            for i in node.inputs:
+                if i not in seen:
+                    seen.add(i)
+                    stack.append(i)
+    return seen

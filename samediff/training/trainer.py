@@ -66,8 +66,8 @@ class Trainer:
             validation: Any, evaluations: Mapping[str, Any] | None, label: str | None,
             seed: int | None) -> History:
         cfg = self.config
-        if epochs < 0:
-            raise TrainingError(f"fit: epochs must be >= 0, got {epochs}")
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise TrainingError(f"fit: epochs must be a whole number >= 0, got {epochs!r}")
         evs = _evaluations(evaluations)
         label = self._label_name(label, evs)
         mapping = FeedMapping(cfg.feature_mapping, cfg.label_mapping)
@@ -114,12 +114,19 @@ class Trainer:
         for ev in (e for group in evs.values() for e in group):
             ev.reset()
         t0 = time.perf_counter()
-        total, count, iterations = 0.0, 0, 0
+        total, count, iterations, penalty = 0.0, 0, 0, 0.0
         progress = _progress(batches, title, self.verbose)
+        skip = state.batch  # resumed from a mid-epoch checkpoint: those batches are done
         for feeds in batches.epoch(epoch):
+            if skip:
+                skip -= 1
+                continue
             loss, extra = step.run(feeds, state)
+            state.batch += 1
             n = _batch_size(feeds)
             total, count, iterations = total + loss * n, count + n, iterations + 1
+            if step.last_penalty is not None:
+                penalty += step.last_penalty * n
             for name, group in evs.items():
                 for ev in group:
                     ev.eval(feeds[label], extra[name])
@@ -133,11 +140,18 @@ class Trainer:
             if self.stop:
                 break
         progress.close()
-        if count == 0:
+        if self.stop and state.batch:  # stopped mid-epoch: the epoch is not over
+            return EpochRecord(epoch, total / max(count, 1), None, {}, time.perf_counter() - t0,
+                               iterations)
+        if count == 0 and not state.batch:
             raise TrainingError(f"fit: epoch {epoch} had no batches (empty data)")
         state.epoch += 1
+        state.batch = 0
         metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
-        return EpochRecord(epoch, total / count, None, metrics, time.perf_counter() - t0,
+        if step.penalty_name is not None and count:
+            metrics["regularization"] = penalty / count
+        return EpochRecord(epoch, total / count if count else float("nan"), None, metrics,
+                           time.perf_counter() - t0,
                            iterations)
 
 
@@ -148,7 +162,8 @@ def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
     """One ``TrainStep`` per graph state, config and extra outputs (building it records the
     backward pass into the graph and compiles kernels; later fits reuse it)."""
     cached = sd.__dict__.get(_STEP_CACHE_ATTR)
-    key = (cfg.to_json(), extra, tuple(sd._losses))
+    key = (cfg.to_json(), extra, tuple(sd._losses),
+           tuple(v.name for v in sd.trainable_variables()))
     if cached is not None:
         old_key, graph_state, step = cached
         if old_key == key and graph_state == (len(sd._nodes), sd._version, len(sd._vars)):

@@ -1,0 +1,172 @@
+"""Edge cases of training and of the plan features it relies on (found in review): freezing,
+resuming mid-epoch, renaming, reused listeners and directories, views and donation."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from samediff import SameDiff, compiler
+from samediff.errors import UnknownVariableError
+from samediff.graph import VariableType, typed_plan
+from samediff.ops import TensorType
+from samediff.training import TrainingConfig
+from samediff.training.listeners import CheckpointListener, EarlyStopping, LambdaListener
+from samediff.training.updaters import Adam, Sgd
+
+pytestmark = pytest.mark.compiled
+
+RNG = np.random.default_rng(0)
+X = RNG.random((32, 3), dtype=np.float32)
+Y = X @ np.array([[1.0], [-2.0], [3.0]], np.float32) + 0.5
+
+
+def model(updater=None, **config) -> SameDiff:
+    sd = SameDiff.create()
+    x, y = sd.placeholder("x", "float", -1, 3), sd.placeholder("y", "float", -1, 1)
+    w = sd.var("w", np.zeros((3, 1), np.float32))
+    b = sd.var("b", np.zeros((1,), np.float32))
+    (x.mmul(w) + b - y).square().mean(name="mse").mark_as_loss()
+    sd.set_training_config(TrainingConfig(updater=updater or Sgd(0.1), feature_mapping=["x"],
+                                          label_mapping=["y"], **config))
+    return sd
+
+
+def value(sd: SameDiff, name: str) -> np.ndarray:
+    return sd.get_variable(name).get_arr().numpy().copy()
+
+
+def test_unfreezing_a_variable_trains_it_again():
+    sd = model()
+    sd.convert_to_constant(sd.get_variable("b"))
+    sd.fit((X, Y), epochs=2, batch_size=16, verbose=0)
+    assert value(sd, "b") == 0.0
+    sd.convert_to_variable(sd.get_variable("b"))
+    sd.fit((X, Y), epochs=2, batch_size=16, verbose=0)
+    assert value(sd, "b") != 0.0
+
+
+def test_variables_no_loss_depends_on_are_left_alone():
+    sd = model()
+    head = sd.var("unused_head", np.ones((2, 2), np.float32))
+    sd.fit((X, Y), epochs=1, batch_size=16, verbose=0)
+    np.testing.assert_array_equal(value(sd, head.name), np.ones((2, 2)))
+
+
+def test_resuming_from_a_mid_epoch_checkpoint_sees_the_remaining_batches(tmp_path):
+    straight = model(Adam(0.05))
+    straight.fit((X, Y), epochs=2, batch_size=8, verbose=0)
+    first = model(Adam(0.05))
+    ckpt = CheckpointListener(tmp_path, every_epochs=None, every_iterations=2, keep_last=10)
+
+    def stop(trainer, iteration, loss):  # interrupt after the 6th iteration (mid epoch 1)
+        if iteration + 1 == 6:
+            trainer.stop = True
+    first.fit((X, Y), epochs=2, batch_size=8, verbose=0,
+              listeners=[ckpt, LambdaListener(on_iteration_end=stop)])
+    resumed = SameDiff.load(os.path.join(tmp_path, "checkpoint-e1-i6.sdz"))
+    assert (resumed._updater_state.epoch, resumed._updater_state.batch) == (1, 2)
+    resumed.fit((X, Y), epochs=1, batch_size=8, verbose=0)
+    assert resumed._updater_state.iteration == 8
+    for name in ("w", "b"):
+        np.testing.assert_array_equal(value(resumed, name), value(straight, name))
+
+
+def test_save_after_freezing_or_renaming_a_trained_variable(tmp_path):
+    sd = model(Adam(0.01))
+    sd.fit((X, Y), epochs=1, batch_size=16, verbose=0)
+    sd.get_variable("w").rename("weights")
+    assert "weights" in sd._updater_state.arrays  # Adam's moments follow the variable
+    sd.convert_to_constant(sd.get_variable("b"))
+    sd.save(tmp_path / "m.sdz")
+    loaded = SameDiff.load(tmp_path / "m.sdz")
+    assert set(loaded._updater_state.arrays) == {"weights"}
+    assert loaded.get_variable("b").variable_type is VariableType.CONSTANT
+
+
+def test_unknown_evaluation_output_fails_before_anything_changes():
+    from samediff.evaluation import Evaluation
+    sd = model()
+    sd.fit((X, Y), epochs=1, batch_size=16, verbose=0)
+    before = value(sd, "w")
+    with pytest.raises(UnknownVariableError, match="nope"):
+        sd.fit((X, Y), epochs=1, batch_size=16, verbose=0, evaluations={"nope": Evaluation()})
+    np.testing.assert_array_equal(value(sd, "w"), before)
+
+
+@pytest.mark.parametrize("config", [{}, {"minimize": False}, {"l2": 1.0}])
+def test_training_and_validation_loss_measure_the_same_thing(config):
+    sd = model(Sgd(0.0), **config)
+    history = sd.fit((X, Y), epochs=1, batch_size=32, validation=(X, Y), verbose=0)
+    np.testing.assert_allclose(history.losses[0], history.val_losses[0], rtol=1e-6)
+    assert ("regularization" in history.epochs[0].metrics) == ("l2" in config)
+
+
+def test_checkpoints_of_another_run_in_the_same_directory_are_kept(tmp_path):
+    model().fit((X, Y), epochs=3, batch_size=16, verbose=0,
+                listeners=[CheckpointListener(tmp_path, keep_last=1)])
+    second = CheckpointListener(tmp_path, keep_last=2)
+    model().fit((X, Y), epochs=1, batch_size=16, verbose=0, listeners=[second])
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["checkpoint-e1-i2.sdz", "checkpoint-e3-i6.sdz"]
+
+
+def test_early_stopping_starts_afresh_in_each_fit():
+    stopper = EarlyStopping(monitor="loss", patience=1)
+    model(Sgd(0.1)).fit((X, Y), epochs=20, batch_size=16, verbose=0, listeners=[stopper])
+    history = model(Sgd(0.1)).fit((X, Y), epochs=5, batch_size=16, verbose=0,
+                                  listeners=[stopper])
+    assert len(history.epochs) == 5
+
+
+@pytest.mark.parametrize("data", ["list", "dict"])
+def test_whole_datasets_as_a_list_or_a_features_labels_dict(data):
+    a, b = model(), model()
+    a.fit([X, Y] if data == "list" else {"features": X, "labels": Y}, epochs=2, batch_size=8,
+          verbose=0)
+    b.fit((X, Y), epochs=2, batch_size=8, verbose=0)
+    np.testing.assert_array_equal(value(a, "w"), value(b, "w"))
+
+
+def test_library_views_of_a_folded_constant_are_handed_out_as_copies():
+    sd = SameDiff.create()
+    x, y = sd.placeholder("x", "float", -1, 3), sd.placeholder("y", "float", -1)
+    sd.base.reshape_like(sd.ones_like(x), y, name="z")
+    feed = {"x": np.zeros((2, 3), np.float32), "y": np.zeros(6, np.float32)}
+    sd.output(feed, "z")["z"].numpy()[...] = 7.0
+    np.testing.assert_array_equal(sd.output(feed, "z")["z"].numpy(), np.ones(6))
+
+
+def test_donation_is_refused_when_a_view_of_the_input_is_read_later():
+    sd = SameDiff.create()
+    p = sd.placeholder("p", "float", 2, 3)
+    view = p.reshape(6)
+    new_p = p - 1.0
+    q = view * 2.0
+    types = {"p": TensorType((2, 3), np.dtype(np.float32))}
+    consts = {k: v for k, v in sd._vars.items() if v.vtype is VariableType.CONSTANT}
+    types.update({k: v.ttype for k, v in consts.items()})
+    plan = typed_plan(list(sd._nodes), types, [new_p.name, q.name], {new_p.name: "p"})
+    values = {k: (v.value.item() if v.ttype.weak else v.value) for k, v in consts.items()}
+    values["p"] = np.ones((2, 3), np.float32)
+    _, got_q = plan.execute([values[k] for k in plan.input_slots])
+    np.testing.assert_array_equal(got_q, np.full(6, 2.0))
+    if plan.kind == "compiled":
+        assert plan.donations == 0
+
+
+@pytest.mark.parametrize("executor", ["interpreter", "compiled"])
+@pytest.mark.parametrize("make", ["sum", "sigmoid", "cast"])
+def test_ops_on_python_scalars_keep_their_declared_dtype(make, executor):
+    previous = compiler.set_executor(executor)
+    try:
+        sd = SameDiff.create()
+        x = sd.placeholder("x", "float", -1, 3)
+        scalar = {"sum": lambda: sd.sum(2.0), "sigmoid": lambda: sd.nn.sigmoid(2.0),
+                  "cast": lambda: sd.cast(2.0, dtype="double")}[make]()
+        y = x * scalar
+        out = sd.output({"x": np.ones((2, 3), np.float32)}, y.name)[y.name]
+        assert out.dtype == y.dtype
+    finally:
+        compiler.set_executor(previous)
