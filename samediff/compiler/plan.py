@@ -125,15 +125,20 @@ def partition(nodes: Sequence[Any], types: Sequence[TensorType]) -> list:
     return steps
 
 
-def fuse_reductions(steps: list, types: Sequence[TensorType], outputs: Sequence[Any]) -> list:
-    """Fold a trailing-dims reduction into the elementwise group right before it when that
-    group's values are read by nobody else (so the full-size intermediate need not exist)."""
+def _consumers(steps: list) -> dict[Any, list]:
+    """Value -> the nodes (inside groups or not) that read it."""
     consumers: dict[Any, list] = {}
     for step in steps:
         for n in (step.nodes if isinstance(step, Group) else [step]):
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n)
-    wanted = set(outputs)
+    return consumers
+
+
+def fuse_reductions(steps: list, types: Sequence[TensorType], outputs: Sequence[Any]) -> list:
+    """Fold a trailing-dims reduction into the elementwise group right before it when that
+    group's values are read by nobody else (so the full-size intermediate need not exist)."""
+    consumers, wanted = _consumers(steps), set(outputs)
     out: list = []
     for step in steps:
         prev = out[-1] if out else None
@@ -154,12 +159,7 @@ def fuse_row_prologues(steps: list, types: Sequence[TensorType], outputs: Sequen
     (``softmax(x @ w + b)``: the bias add happens in the row's first pass, into a scratch row)
     when nobody else reads that group's values and it reads only rows, column vectors and
     scalars, at least one of them a full row."""
-    consumers: dict[Any, list] = {}
-    for step in steps:
-        for n in (step.nodes if isinstance(step, Group) else [step]):
-            for i in n.inputs:
-                consumers.setdefault(i, []).append(n)
-    wanted = set(outputs)
+    consumers, wanted = _consumers(steps), set(outputs)
     out: list = []
     for step in steps:
         prev = out[-1] if out else None
