@@ -10,6 +10,7 @@ and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -318,7 +319,8 @@ class KernelStep:
             return False
         shape, targets, parallel = prep
         args = [a.reshape(t) for a, t in zip(arrays, targets)]  # values are ndarrays
-        outs = [self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
+        outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
+                if self.donated else [np.empty(shape, d) for d in self.out_dtypes])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
         fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
         fn(*args, *[values[s] for s in self.scalars], *out_args)
@@ -503,6 +505,7 @@ class CompiledPlan:
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
+        self._program: list | None = None
         # outputs the caller must get a copy of: constants (they live as long as the plan) and
         # library results that may be views of them, inputs, and values returned twice
         persistent = self._views_of(set(self.constants))
@@ -567,11 +570,12 @@ class CompiledPlan:
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         values = dict(self.constants)
         values.update(zip(self.input_slots, inputs))
-        for step, frees in zip(self.steps, self._frees):
-            if isinstance(step, KernelStep):
-                step.run(values)
-            else:
-                interpreter.run_nodes((step,), values)
+        if self._program is None:  # what each step calls, and what it frees after
+            self._program = [(step.run if isinstance(step, KernelStep) else
+                              functools.partial(interpreter.run_nodes, (step,)), tuple(frees))
+                             for step, frees in zip(self.steps, self._frees)]
+        for run, frees in self._program:
+            run(values)
             for s in frees:
                 values.pop(s, None)
         results = [values[s] for s in self._results]
