@@ -27,7 +27,7 @@ from . import exprs  # noqa: F401  (fills the ops' scalar slots)
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
-from .rowwise import as_rows, render_rows, row_anchor, row_broadcastable, spec_for_rows
+from .rowwise import render_rows, row_anchor, row_broadcastable, row_view_shape, spec_for_rows
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -376,19 +376,28 @@ class RowStep(KernelStep):
             values[s] = np.ones(full[len(full) - len(types[s].shape):] if brow else full, dtype)
         return values
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
-        shape = np.shape(values[self._full])
+    def _prepare(self, shapes: tuple) -> Any:
+        """(shape, 2-D view shapes, rows, parallel?) for these input shapes, or False."""
+        shape = shapes[self.arrays.index(self._full)]
         if len(shape) != len(self.shape):
             return False
-        views = [as_rows(np.asarray(values[s]), pattern, shape)
-                 for s, (_, pattern) in zip(self.arrays, self.spec.arrays)]
+        views = [row_view_shape(sh, pattern, shape)
+                 for sh, (_, pattern) in zip(shapes, self.spec.arrays)]
         if any(v is None for v in views):
             return False
-        outs = [np.empty(shape, d) for d in self.out_dtypes]
         rows = math.prod(shape[:-1])
-        fn = self.kernels.kernel_ser if (force_serial or rows * shape[-1] < PARALLEL_THRESHOLD) \
-            else self.kernels.kernel_par
-        fn(*views, *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
+        return shape, views, rows, rows * shape[-1] >= PARALLEL_THRESHOLD
+
+    def _call(self, values: dict, force_serial: bool = False) -> bool:
+        arrays = [values[s] for s in self.arrays]
+        prep = self._prep_for(tuple([np.shape(a) for a in arrays]))
+        if prep is False:
+            return False
+        shape, views, rows, parallel = prep
+        outs = [np.empty(shape, d) for d in self.out_dtypes]
+        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
+        fn(*[np.asarray(a).reshape(v) for a, v in zip(arrays, views)],
+           *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
         for s, o in zip(self.outputs, outs):
             values[s] = o
         return True

@@ -8,6 +8,7 @@ epilogue and writes the output. Statistics accumulate in float64 for float32 inp
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -132,13 +133,15 @@ def spec_for_rows(nodes: Sequence[Any], arrays: list, scalars: list, outputs: li
                       tuple((refs[s], types[s].dtype) for s in outputs))
 
 
-def as_rows(a: np.ndarray, pattern: tuple[bool, bool], shape: tuple[int, ...]) -> np.ndarray | None:
-    """The 2-D view a row kernel reads, or None if ``a`` does not fit ``pattern``."""
+def row_view_shape(a_shape: tuple[int, ...], pattern: tuple[bool, bool],
+                   shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """The 2-D shape an input of shape ``a_shape`` is read as by a row kernel over ``shape``,
+    or None if it does not fit ``pattern``."""
     brow, bcol = pattern
     cols = shape[-1] if shape else 1
     if not brow:  # explicit row count: reshape(-1, 0) is ambiguous for empty rows
-        rows = int(np.prod(shape[:-1], dtype=np.int64))
-        return np.ascontiguousarray(a).reshape(rows, cols) if a.shape == shape else None
-    if a.size == 1:
-        return np.ascontiguousarray(a).reshape(1, 1) if bcol or cols == 1 else None
-    return np.ascontiguousarray(a).reshape(1, cols) if a.shape[-1:] == (cols,) and a.size == cols else None
+        return (math.prod(shape[:-1]), cols) if tuple(a_shape) == tuple(shape) else None
+    size = math.prod(a_shape)
+    if size == 1:
+        return (1, 1) if bcol or cols == 1 else None
+    return (1, cols) if tuple(a_shape[-1:]) == (cols,) and size == cols else None
