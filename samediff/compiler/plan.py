@@ -205,6 +205,15 @@ def _fits_split(group: Group, types: Sequence[TensorType], split: int) -> bool:
                for n in group.nodes for i in n.inputs if i not in group.produced)
 
 
+def _arrays(values: dict, slots: Sequence[Any]) -> list[np.ndarray]:
+    """The kernel's array arguments (values are ndarrays; anything else is converted)."""
+    arrays = [values[s] for s in slots]
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return [np.asarray(a) for a in arrays]
+    return arrays
+
+
 class KernelStep:
     """A fused group compiled to a kernel (or run by the interpreter if that failed)."""
 
@@ -313,12 +322,15 @@ class KernelStep:
         return prep
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
-        arrays = [values[s] for s in self.arrays]
-        prep = self._prep_for(tuple([np.shape(a) for a in arrays]))
+        arrays = _arrays(values, self.arrays)
+        shapes = tuple([a.shape for a in arrays])
+        prep = self._preps.get(shapes)  # hot path: a plan is called with the same shapes
+        if prep is None:
+            prep = self._prep_for(shapes)
         if prep is False:
             return False
         shape, targets, parallel = prep
-        args = [a.reshape(t) for a, t in zip(arrays, targets)]  # values are ndarrays
+        args = [a.reshape(t) for a, t in zip(arrays, targets)]
         outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
                 if self.donated else [np.empty(shape, d) for d in self.out_dtypes])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
@@ -389,14 +401,14 @@ class RowStep(KernelStep):
         return shape, views, rows, rows * shape[-1] >= PARALLEL_THRESHOLD
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
-        arrays = [values[s] for s in self.arrays]
-        prep = self._prep_for(tuple([np.shape(a) for a in arrays]))
+        arrays = _arrays(values, self.arrays)
+        prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
         shape, views, rows, parallel = prep
         outs = [np.empty(shape, d) for d in self.out_dtypes]
         fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
-        fn(*[np.asarray(a).reshape(v) for a, v in zip(arrays, views)],
+        fn(*[a.reshape(v) for a, v in zip(arrays, views)],
            *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
         for s, o in zip(self.outputs, outs):
             values[s] = o
@@ -461,7 +473,7 @@ class ReduceStep(KernelStep):
                 rows * cols >= PARALLEL_THRESHOLD and rows > 1)
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
-        arrays = [np.asarray(values[s]) for s in self.arrays]
+        arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
