@@ -209,6 +209,13 @@ class OpDef:
         """Validate and canonicalize attribute values into this op's frozen attribute record.
 
         The same canonical values always give the same (interned) record object."""
+        if len(values) == 1:  # hot path (x.sum(1), x.reshape(2, 3)): ints need no type tags
+            (k, v), = values.items()
+            if type(v) is int or (type(v) is tuple and all(type(e) is int for e in v)):
+                hit = self._interned.get(("int", k, v))  # type: ignore[attr-defined]
+                if hit is None:
+                    hit = self._interned[("int", k, v)] = self._make_attrs(values)  # type: ignore[attr-defined]
+                return hit
         try:  # typed key: True == 1 == 1.0 in Python, but they are different attribute values
             raw_key = ("raw", *sorted((k, _typed(v)) for k, v in values.items()))
             hit = self._interned.get(raw_key)  # type: ignore[attr-defined]
