@@ -161,6 +161,7 @@ class SameDiff:
         self._version = 0  # bumped by renames and type changes: cached plans name variables
         self._grad_cache: dict[tuple, dict[str, str]] = {}
         self._training_config: Any = None
+        self._train_step_cache: Any = None  # (config key, graph state, TrainStep) of the last fit
         from .training.step import UpdaterState
         self._updater_state = UpdaterState()
         from .namespaces import attach_namespaces

@@ -523,3 +523,25 @@ def test_udf_round_trip_and_missing_udf(tmp_path):
         udf.unregister("serialize_test_scale")
     with pytest.raises(UnknownOpError, match="serialize_test_scale.*samediff.udf"):
         SameDiff.load(tmp_path / "udf.sdz")
+
+
+def test_member_with_unsupported_compression_is_a_named_error(saved):
+    """zipfile raises NotImplementedError for an unknown compression method: reported as a
+    damaged member, never as a crash."""
+    path = saved[2]
+    data = bytearray(open(path, "rb").read())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("graph.json")
+    local = info.header_offset
+    assert data[local:local + 4] == b"PK\x03\x04"
+    data[local + 8:local + 10] = (99).to_bytes(2, "little")  # compression method 99: unknown
+    central = data.find(b"PK\x01\x02")
+    while central >= 0:  # the central directory repeats the method for each member
+        name_len = int.from_bytes(data[central + 28:central + 30], "little")
+        if bytes(data[central + 46:central + 46 + name_len]) == b"graph.json":
+            data[central + 10:central + 12] = (99).to_bytes(2, "little")
+        central = data.find(b"PK\x01\x02", central + 4)
+    with open(path, "wb") as f:
+        f.write(data)
+    with pytest.raises(CorruptFileError, match="damaged"):
+        SameDiff.load(path)

@@ -31,29 +31,23 @@ class Simplified:
         return self.alias.get(slot, slot)
 
 
-#: ``op(g, like)`` that only reshapes/broadcasts/sums ``g`` to ``like``'s shape (the adjoints in
-#: gradient graphs): the identity when ``g`` already has that shape and dtype.
-SHAPE_ADJOINTS = frozenset({"reduce_to_like", "broadcast_like", "reshape_like"})
-#: ops whose value depends only on their input's type (gradient rules use ``ones_like`` to
-#: count elements when shapes are unknown while recording): constants once shapes are exact
-TYPE_ONLY = frozenset({"ones_like", "zeros_like", "full_like"})
-
-
 def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
     """CSE and constant folding; with ``exact_types`` (the plan only ever sees inputs of these
-    shapes) also drop shape adjoints that are identities for these shapes."""
+    shapes) also drop shape adjoints (``op.shape_adjoint``: ``reduce_to_like``...) that are
+    identities for these shapes and fold ``op.type_only`` ops (``ones_like``, which gradient
+    rules use to count elements when shapes are unknown while recording)."""
     out = Simplified(nodes=[])
     seen: dict[tuple, Any] = {}
     for node in nodes:
         inputs = tuple(out.resolve(i) for i in node.inputs)
         if inputs != node.inputs:
             node = replace(node, inputs=inputs)
-        if exact_types is not None and node.op.name in SHAPE_ADJOINTS \
+        if exact_types is not None and node.op.shape_adjoint \
                 and exact_types[node.inputs[0]] == exact_types[node.outputs[0]]:
             out.alias[node.outputs[0]] = inputs[0]
             out.identities += 1
             continue
-        if exact_types is not None and node.op.name in TYPE_ONLY and not exact_types[inputs[0]].weak:
+        if exact_types is not None and node.op.type_only and not exact_types[inputs[0]].weak:
             t = exact_types[inputs[0]]  # the value depends on the input's (exact) type only
             values = {inputs[0]: np.empty(t.shape, t.dtype)}
             interpreter.run_nodes((node,), values)

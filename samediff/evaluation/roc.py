@@ -16,6 +16,8 @@ precision 1).
 """
 from __future__ import annotations
 
+import abc
+
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -279,10 +281,10 @@ class _ROCColumns(BaseEvaluation):
         """Forget everything (the number of columns is re-inferred from the next batch)."""
         self._rocs: list[ROC] | None = None
 
+    @abc.abstractmethod
     def _prepare(self, y: np.ndarray, p: np.ndarray,
                  mask: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """-> (actual bool [n, C], scores [n, C], keep bool [n, C]), validated."""
-        raise NotImplementedError
 
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch (see the class docstring for shapes)."""

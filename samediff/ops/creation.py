@@ -124,12 +124,12 @@ define("eye", [], _eye_infer, lambda *, rows, cols, dtype: np.eye(rows, cols, dt
               "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="``rows x cols`` matrix with ones on the diagonal (``cols`` None = square).")
 define("zeros_like", ["x"], _like_infer, lambda x, *, dtype: np.zeros_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, nd4j="zerosLike", **_NEW,
+       attrs=_OPT_DTYPE, nd4j="zerosLike", type_only=True, **_NEW,
        doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("ones_like", ["x"], _like_infer, lambda x, *, dtype: np.ones_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, nd4j="onesLike", **_NEW,
+       attrs=_OPT_DTYPE, nd4j="onesLike", type_only=True, **_NEW,
        doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("full_like", ["x"], _like_infer,
        lambda x, *, value, dtype: np.full_like(x, value, dtype=dtype),
-       attrs={"value": (Attr.FLOAT, REQUIRED), **_OPT_DTYPE}, **_NEW,
+       attrs={"value": (Attr.FLOAT, REQUIRED), **_OPT_DTYPE}, type_only=True, **_NEW,
        doc="``value`` with the shape of ``x`` and its dtype unless ``dtype`` is given.")

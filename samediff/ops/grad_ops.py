@@ -44,11 +44,11 @@ def _broadcast_infer(types, attrs):
 
 
 define("reduce_to_like", ["g", "like"], _reduce_infer, _reduce_to_like, namespace="base",
-       method=False, doc="Sum ``g`` over the dims that broadcasting added relative to "
+       method=False, shape_adjoint=True, doc="Sum ``g`` over the dims that broadcasting added relative to "
                          "``like``'s shape (the adjoint of broadcasting).")
 define("broadcast_like", ["g", "like"], _broadcast_infer,
        lambda g, like: np.array(np.broadcast_to(g, np.broadcast_shapes(np.shape(g), np.shape(like)))),
-       namespace="base", method=False,
+       namespace="base", method=False, shape_adjoint=True,
        doc="Broadcast ``g`` against ``like``'s shape (result has ``g``'s dtype).")
 
 
@@ -136,7 +136,7 @@ def _split_like(g, *likes, axis):
 
 _HELPER = {"namespace": "base", "method": False}
 define("reshape_like", ["g", "like"], _reshape_like_infer,
-       lambda g, like: np.reshape(g, np.shape(like)), **_HELPER,
+       lambda g, like: np.reshape(g, np.shape(like)), shape_adjoint=True, **_HELPER,
        doc="``g`` reshaped (C order) to ``like``'s run-time shape; result has ``g``'s dtype.")
 define("slice_grad", ["g", "like"], _slice_grad_infer, _slice_grad,
        attrs={"index": (Attr.NESTED, REQUIRED)}, **_HELPER,

@@ -17,6 +17,7 @@ True
 """
 from __future__ import annotations
 
+import abc
 import bisect
 import math
 from dataclasses import dataclass, fields
@@ -71,7 +72,7 @@ _REGISTRY: dict[str, type["Schedule"]] = {}
 
 
 @dataclass(frozen=True)
-class Schedule:
+class Schedule(abc.ABC):
     """Base class of all schedules (ND4J ``ISchedule``).
 
     Subclasses are frozen dataclasses; ``_check`` validates and normalises fields and
@@ -98,8 +99,9 @@ class Schedule:
     def _check(self) -> None:
         """Validate/normalise fields; raise ``TrainingError`` naming the bad one."""
 
+    @abc.abstractmethod
     def _value(self, i: int, iteration: int, epoch: int) -> float:
-        raise NotImplementedError
+        """The value for counter ``i`` (each schedule's formula)."""
 
     def value_at(self, iteration: int, epoch: int = 0) -> float:
         """The value for the step with 0-based ``iteration`` in 0-based ``epoch``."""

@@ -87,7 +87,7 @@ class TrainStep:
         self._plans: dict[tuple, Any] = {}
         self._outputs = self.outputs()
         self._state_owner = {name: (p, s) for p, d in self.state_inputs.items()
-                             for s, name in d.items()}
+                             for s, name in d.items()}  # placeholder -> (param, slot)
         infos = [(n, self.vars.get(n) or sd._vars[n]) for n in self._graph_inputs]
         self._placeholders = [(n, i) for n, i in infos if i.vtype is VariableType.PLACEHOLDER]
         self._fixed_names = sorted([n for n, i in infos if i.vtype is not VariableType.PLACEHOLDER]
@@ -114,12 +114,15 @@ class TrainStep:
         # placeholders, parameters, constants (fixed per step; computed once)
         used = {i for n in self.forward + self.nodes for i in n.inputs}
         produced = {o for n in self.forward + self.nodes for o in n.outputs}
-        own = set(self.hyper_vars_names) | {v for d in self.state_inputs.values() for v in d.values()}
+        own = {v.name for v in self.hyper_vars.values()} | set(self._state_names())
         self._graph_inputs = sorted(used - produced - own)
+
+    def _state_names(self) -> list[str]:
+        """The updater-state placeholders, every parameter's slots."""
+        return [name for d in self.state_inputs.values() for name in d.values()]
 
     def _record_update(self, sd: SameDiff, cfg: TrainingConfig) -> None:
         hyper_names = sorted(cfg.updater.hyper(0, 0))
-        self.hyper_vars_names = [sd._scoped(f"hyper/{k}") for k in hyper_names]
         self.hyper_vars = {k: sd._add_var(sd._scoped(f"hyper/{k}"), VariableType.PLACEHOLDER,
                                           _WEAK_FLOAT) for k in hyper_names}
         lr = self.hyper_vars.get("lr", self.hyper_vars.get("learning_rate"))

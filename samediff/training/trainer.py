@@ -155,13 +155,10 @@ class Trainer:
                            iterations)
 
 
-_STEP_CACHE_ATTR = "_train_steps"
-
-
 def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
     """One ``TrainStep`` per graph state, config and extra outputs (building it records the
     backward pass into the graph and compiles kernels; later fits reuse it)."""
-    cached = sd.__dict__.get(_STEP_CACHE_ATTR)
+    cached = sd._train_step_cache
     key = (cfg.to_json(), extra, tuple(sd._losses),
            tuple(v.name for v in sd.trainable_variables()))
     if cached is not None:
@@ -170,7 +167,7 @@ def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
             return step
     step = TrainStep(sd, cfg, extra)
     # the graph as the step left it (the backward pass was recorded into it)
-    sd.__dict__[_STEP_CACHE_ATTR] = (key, (len(sd._nodes), sd._version, len(sd._vars)), step)
+    sd._train_step_cache = (key, (len(sd._nodes), sd._version, len(sd._vars)), step)
     return step
 
 

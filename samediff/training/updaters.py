@@ -28,6 +28,7 @@ True
 """
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
@@ -72,7 +73,7 @@ def _scalar(h: Any, param: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Updater:
+class Updater(abc.ABC):
     """Base class of all updaters (ND4J ``IUpdater``); see the module docstring.
 
     Subclasses are frozen dataclasses that set ``_state`` (slot names), ``_check`` (validate
@@ -150,8 +151,9 @@ class Updater:
         h = {k: _scalar(hyper[k], param) for k in wanted}
         return self._step(param, grad, dict(state), h)
 
+    @abc.abstractmethod
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
-        raise NotImplementedError
+        """(new param, new state) from param, grad, state and step scalars."""
 
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -164,14 +166,17 @@ class Updater:
         return dataclass_from_json(d, _REGISTRY, "Updater")
 
 
-def _bias_hyper(beta1: float, beta2: float, lr: float, iteration: int) -> dict[str, float]:
-    """Adam/AMSGrad step size ``alpha_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)``."""
-    t = iteration + 1
-    return {"alpha_t": lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)}
-
-
 class _AdamFamily(Updater):
     """Shared fields/validation of Adam-like updaters (no dataclass: declares no fields)."""
+
+    _correct_v = True  # AdaMax and Nadam (as ND4J) bias-correct the first moment only
+
+    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
+        """Step size ``alpha_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)`` (without the square
+        root factor when ``_correct_v`` is false)."""
+        t = iteration + 1
+        v = math.sqrt(1.0 - self.beta2 ** t) if self._correct_v else 1.0
+        return {"alpha_t": lr * v / (1.0 - self.beta1 ** t)}
 
     def _check(self) -> None:
         name = type(self).__name__
@@ -280,9 +285,6 @@ class Adam(_AdamFamily):
     epsilon: float = 1e-8
     _state = ("m", "v")
 
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return _bias_hyper(self.beta1, self.beta2, lr, iteration)
-
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         m, v = self._moments(g, s)
         return p - h["alpha_t"] * m / (v.sqrt() + self.epsilon), {"m": m, "v": v}
@@ -308,9 +310,6 @@ class AdamW(_AdamFamily):
         super()._check()
         self._set("weight_decay", check_number("AdamW", "weight_decay", self.weight_decay, 0))
 
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return _bias_hyper(self.beta1, self.beta2, lr, iteration)
-
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         m, v = self._moments(g, s)
         step = h["alpha_t"] * m / (v.sqrt() + self.epsilon)
@@ -333,8 +332,7 @@ class AdaMax(_AdamFamily):
     epsilon: float = 1e-8
     _state = ("m", "u")
 
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return {"alpha_t": lr / (1.0 - self.beta1 ** (iteration + 1))}
+    _correct_v = False
 
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         m = s["m"] * self.beta1 + g * (1.0 - self.beta1)
@@ -358,8 +356,7 @@ class Nadam(_AdamFamily):
     epsilon: float = 1e-8
     _state = ("m", "v")
 
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return {"alpha_t": lr / (1.0 - self.beta1 ** (iteration + 1))}
+    _correct_v = False
 
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         m, v = self._moments(g, s)
@@ -381,9 +378,6 @@ class AMSGrad(_AdamFamily):
     beta2: float = 0.999
     epsilon: float = 1e-8
     _state = ("m", "v", "v_hat")
-
-    def _hyper(self, lr: float, iteration: int, epoch: int) -> dict[str, float]:
-        return _bias_hyper(self.beta1, self.beta2, lr, iteration)
 
     def _step(self, p: Any, g: Any, s: dict, h: dict) -> tuple[Any, dict]:
         m, v = self._moments(g, s)
