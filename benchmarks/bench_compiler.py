@@ -15,28 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import tracemalloc
 
 import numpy as np
+from timing import median_ms  # benchmarks/timing.py (the script's own directory)
 
 import nd4py as nd
 
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def numpy_gelu(y: np.ndarray) -> np.ndarray:

@@ -12,27 +12,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 
 import numba
 import numpy as np
+from timing import median_ms  # benchmarks/timing.py (the script's own directory)
 
 from samediff.compiler import fastmath as fm
 
 F32 = np.float32
 N = 4 * 1024 * 1024
 C = F32(math.sqrt(2.0 / math.pi))
-
-
-def median_ms(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def affine_kernel(fn):

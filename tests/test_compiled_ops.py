@@ -144,6 +144,21 @@ def run_in_scope(op, values: list, attrs: dict, executor: str, name: str):
         compiler.set_executor(previous)
 
 
+def both_executors(fn, arrays: list, label: str) -> tuple:
+    """``fn`` traced in a graph_scope under the compiled executor, then the interpreter:
+    ((result, plan), (result, plan))."""
+    outs = []
+    for executor in ("compiled", "interpreter"):
+        previous = compiler.set_executor(executor)
+        try:
+            with nd.graph_scope(f"test_compiled_ops {label}") as scope:
+                y = fn(*[create(a) for a in arrays])
+            outs.append((y.numpy(), scope.plan))
+        finally:
+            compiler.set_executor(previous)
+    return outs[0], outs[1]
+
+
 def fused_steps(plan) -> list:
     return [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
 
@@ -311,16 +326,7 @@ def test_fused_reduction_matches_interpreter(reducer: str, dtype: str) -> None:
     def f(x, b):
         return bind(REGISTRY[reducer], [x * 2.0 + b], {"dims": (-1,)})
 
-    outs = {}
-    for executor in ("compiled", "interpreter"):
-        previous = compiler.set_executor(executor)
-        try:
-            with nd.graph_scope(f"test_compiled_ops reduce {reducer} {dtype}") as scope:
-                y = f(create(x), create(b))
-            outs[executor] = (y.numpy(), scope.plan)
-        finally:
-            compiler.set_executor(previous)
-    (got, plan), (want, _) = outs["compiled"], outs["interpreter"]
+    (got, plan), (want, _) = both_executors(f, [x, b], f"reduce {reducer} {dtype}")
     steps = fused_steps(plan)
     assert len(plan.steps) == 1 and isinstance(steps[0], cplan.ReduceStep), plan.explain()
     assert steps[0].kernels is not None, steps[0].reason
@@ -412,16 +418,7 @@ def test_parallel_kernels_match_serial_interpreter(row: bool) -> None:
         y = nd.softmax(x) if row else x
         return nd.nn.gelu(nd.math.tanh(y * 1.5) + b)
 
-    outs = {}
-    for executor in ("compiled", "interpreter"):
-        previous = compiler.set_executor(executor)
-        try:
-            with nd.graph_scope(f"test_compiled_ops parallel {row}") as scope:
-                y = f(create(x), create(b))
-            outs[executor] = (y.numpy(), scope.plan)
-        finally:
-            compiler.set_executor(previous)
-    (got, plan), (want, _) = outs["compiled"], outs["interpreter"]
+    (got, plan), (want, _) = both_executors(f, [x, b], f"parallel {row}")
     steps = fused_steps(plan)
     assert len(steps) == 1 and steps[0].kernels is not None and len(plan.steps) == 1
     assert isinstance(steps[0], cplan.RowStep) == row
