@@ -46,8 +46,8 @@ def run_nodes(nodes: Sequence[Any], values: dict[str, Any]) -> dict[str, Any]:
             err = explain_failure(node.op, args, node.attrs, exc)
             raise type(err)(f"{err} [in node {node.name!r}]") from exc
         if not isinstance(out, tuple):  # a multi-output op may return a 1-tuple (unstack of 1)
-            if args and all(type(a) in _WEAK for a in args) and np.ndim(out) == 0 \
-                    and _typed_weak(node, args):
+            if args and type(args[0]) in _WEAK and all(type(a) in _WEAK for a in args) \
+                    and np.ndim(out) == 0 and _typed_weak(node, args):  # (rare: cheap guard first)
                 # an op of weak Python scalars that is typed weak (lr * 0.5) gives a Python
                 # scalar again: it promotes nothing downstream and kernels take it as a scalar
                 # argument (reductions, cast... are typed strong and stay arrays)
