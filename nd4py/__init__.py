@@ -26,7 +26,7 @@ from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, 
                              int16, int32, int64, nd4j_name, to_dtype, uint8)
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
-from samediff.errors import TracingError  # noqa: F401
+from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.namespaces import OpNamespace
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype
-from .errors import NdDTypeError, OpError, TracingError
+from .errors import NdDTypeError, NdIndexError, OpError, TracingError
 from .ops import OpDef, TensorType
 from .ops.registry import describe
 from .surface import OpSurface
@@ -228,12 +228,38 @@ class NDArray(OpSurface):
 
     def get_double(self, *index: int) -> float:
         """Element at ``index`` as a float (ND4J ``getDouble``); no index for size-1 arrays."""
-        return float(self._data[index] if index else self.item())
+        return float(self._element(index, "get_double") if index else self.item())
 
     getDouble = get_double
 
     def get_int(self, *index: int) -> int:
-        return int(self._data[index] if index else self.item())
+        """Element at ``index`` as an int (ND4J ``getInt``); no index for size-1 arrays."""
+        return int(self._element(index, "get_int") if index else self.item())
+
+    getInt = get_int
+
+    def _element(self, index: tuple, what: str, value: Any = None, store: bool = False) -> Any:
+        """Read (or, with ``store``, write) one element, naming ``what`` on a bad index."""
+        data = self._data
+        if len(index) == 1 and data.ndim > 1:  # ND4J: one index into a matrix is a linear index
+            index = (index[0] if index[0] >= 0 else index[0] + data.size,)
+            if not 0 <= index[0] < data.size:
+                raise NdIndexError(f"{what}: linear index {index[0]} is out of range for an array "
+                                   f"of shape {list(data.shape)} ({data.size} elements)")
+            index = np.unravel_index(index[0], data.shape)
+        try:
+            if store:
+                data[index] = value
+                return None
+            out = data[index]
+        except IndexError as exc:
+            raise NdIndexError(f"{what}: index {list(index)} is out of range for an array of "
+                               f"shape {list(data.shape)} ({exc})") from None
+        if np.ndim(out) != 0:
+            raise NdIndexError(f"{what}: index {list(index)} names a sub-array of shape "
+                               f"{list(np.shape(out))}, not one element, of an array of shape "
+                               f"{list(data.shape)}; give one index per dimension")
+        return out
 
     def _guard_mutation(self, what: str) -> None:
         if CURRENT_TRACE.get() is not None:
@@ -244,8 +270,10 @@ class NDArray(OpSurface):
     def put_scalar(self, *index_and_value: Any) -> "NDArray":
         """Set one element in place (ND4J ``putScalar(i, j, ..., value)``); returns self."""
         self._guard_mutation("put_scalar")
+        if not index_and_value:
+            raise NdIndexError("put_scalar: give the element's indices and then the value")
         *index, value = index_and_value
-        self._data[tuple(index)] = value
+        self._element(tuple(index), "put_scalar", value, store=True)
         return self
 
     putScalar = put_scalar

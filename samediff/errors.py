@@ -51,6 +51,12 @@ class UnsafeFileError(CorruptFileError):
     array); it is refused and never unpickled."""
 
 
+class SaveError(SerializationError, OSError):
+    """A graph could not be written (missing or unwritable directory, full disk...). The message
+    names the target and what to do; the previous file at the target, if any, is unchanged.
+    It is also an ``OSError`` carrying the original ``errno``, so ``except OSError`` still works."""
+
+
 class FormatVersionError(SerializationError):
     """A file is not an nd4py SameDiff file, or was written by a newer, unsupported version."""
 
@@ -74,3 +80,12 @@ class EvaluationError(NdError, ValueError):
     """An evaluator (``Evaluation``, ``ROC``, ``RegressionEvaluation``...) was fed labels,
     predictions or masks it cannot use (shapes, class counts, NaN), or merged with an evaluator
     of another kind or configuration."""
+
+
+class ConfigError(NdError, ValueError):
+    """A setting (cache size, executor, option) was given a value it cannot take."""
+
+
+class NdIndexError(NdError, IndexError):
+    """An element index is out of range for an array's shape (or has the wrong number of
+    indices)."""

@@ -626,12 +626,31 @@ def _check_feed(info: VarInfo, value: Any) -> Any:
         if not np.can_cast(arr.dtype, want.dtype, "same_kind"):
             raise PlaceholderError(f"placeholder {info.name!r} is {want.dtype}; got {arr.dtype} "
                                    f"values, which do not convert safely; cast them first")
-        arr = arr.astype(want.dtype)
+        converted = arr.astype(want.dtype)
+        if arr.dtype.kind in "iu" and want.dtype.kind == "f":
+            _check_exact_ints(info, arr, converted)
+        arr = converted
     if len(arr.shape) != len(want.shape) or any(
             w >= 0 and w != a for w, a in zip(want.shape, arr.shape)):
         raise PlaceholderError(f"placeholder {info.name!r} has shape {want.shape} (-1 = any); "
                                f"got a value of shape {arr.shape}")
     return arr
+
+
+def _check_exact_ints(info: VarInfo, ints: np.ndarray, floats: np.ndarray) -> None:
+    """Integer feeds of a float placeholder are converted only when every value survives:
+    float32 holds integers exactly up to 2**24, float64 up to 2**53 (beyond, some round).
+    Float feeds of another precision are rounded like numpy's ``astype`` (documented)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        changed = floats.astype(ints.dtype) != ints
+        changed |= ~np.isfinite(floats)
+    if changed.any():
+        bad = ints[changed].flat[0]
+        bits = np.finfo(floats.dtype).nmant + 1
+        raise PlaceholderError(f"placeholder {info.name!r} is {floats.dtype}; the {ints.dtype} "
+                               f"value {bad} is not exactly representable in it ({floats.dtype} "
+                               f"holds integers exactly only up to 2**{bits}); cast the data "
+                               f"yourself if rounding is intended")
 
 
 def _shape_arg(shape: Any, allow_unknown: bool = False) -> tuple[int, ...]:

@@ -6,7 +6,8 @@ runs finished traces through cached plans.
 """
 from __future__ import annotations
 
-from .compile import CompiledFunction, CompiledGraphFunction, compile
+from .compile import (CompiledFunction, CompiledGraphFunction, compile,
+                      set_default_max_signatures, signature_stats)
 from .lazy import LazyArray
 from .plan import PLAN_CACHE, CacheStats, InterpreterPlan, RetraceWarning, set_planner
 from .scope import GraphScope, graph_scope
@@ -14,18 +15,37 @@ from .trace import Trace
 
 
 def clear_cache() -> None:
-    """Drop every cached plan and reset the cache statistics."""
+    """Drop every cached plan and reset the cache statistics (compiled functions keep their
+    signatures; their plans are rebuilt on demand)."""
     PLAN_CACHE.clear()
 
 
 def cache_stats() -> dict[str, int]:
-    """Plan-cache counters: hits, misses, compiles, fallbacks, evictions."""
-    return PLAN_CACHE.stats.as_dict()
+    """Cache counters. Plan cache: ``hits``, ``misses``, ``compiles``, ``fallbacks``,
+    ``evictions``, ``plans`` (cached now), ``max_plans``. Compiled functions: ``signatures``
+    (traced signatures kept, over all live compiled functions), ``max_signatures`` (the default
+    bound per function), ``signature_evictions``.
+
+    >>> import nd4py as nd
+    >>> sorted(nd.cache_stats())[:3]
+    ['compiles', 'evictions', 'fallbacks']
+    """
+    return {**PLAN_CACHE.stats.as_dict(), "plans": len(PLAN_CACHE), "max_plans": PLAN_CACHE.maxsize,
+            **signature_stats()}
 
 
-def set_cache_size(maxsize: int) -> None:
-    """Bound the number of cached plans (least recently used are evicted)."""
-    PLAN_CACHE.resize(maxsize)
+def set_cache_size(maxsize: int | None = None, *, signatures: int | None = None) -> None:
+    """Bound the plan cache to ``maxsize`` plans, and/or every compiled function (without its
+    own ``max_signatures``) to ``signatures`` traced signatures. Least recently used entries
+    are evicted. Sizes must be integers >= 1 (``ConfigError`` otherwise).
+
+    >>> import nd4py as nd
+    >>> nd.set_cache_size(256, signatures=64)
+    """
+    if maxsize is not None:
+        PLAN_CACHE.resize(maxsize)
+    if signatures is not None:
+        set_default_max_signatures(signatures)
 
 
 __all__ = ["CompiledFunction", "CompiledGraphFunction", "compile", "LazyArray", "PLAN_CACHE",

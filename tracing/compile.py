@@ -16,19 +16,32 @@ reuses the compiled plan. Called inside an active trace, a compiled function is 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
-from dataclasses import dataclass
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from samediff.array import CURRENT_TRACE, NDArray
 from samediff.errors import TracingError
+from samediff.ops import TensorType
 
-from .plan import PLAN_CACHE
+from .plan import PLAN_CACHE, check_cache_size
 from .trace import Trace
 
 _LEAF = ("leaf",)
+
+#: Signatures a compiled function keeps by default (least recently used are forgotten);
+#: ``nd.set_cache_size(signatures=n)`` changes it, ``nd.compile(fn, max_signatures=n)`` per function.
+DEFAULT_MAX_SIGNATURES = 64
+
+_READ_HINT = ("inside a compiled function: its Python code runs only when a new signature is "
+              "traced, so a value read now would be frozen into every later call. Keep the "
+              "computation in ops (nd.where(cond, a, b) instead of `if`), or pass the value as a "
+              "non-array argument, which is part of the cache key")
 
 
 def _to_ndarrays(obj: Any) -> Any:
@@ -58,17 +71,36 @@ def _flatten(obj: Any, leaves: list) -> Any:
     return ("static", obj, type(obj))  # typed: 2, 2.0 and True are equal but promote differently
 
 
-def _fresh_leaves(obj: Any) -> Any:
-    """``obj`` with every array replaced by a new NDArray over the same buffer: while tracing,
-    each argument gets its own input slot, distinct from other arguments and from captured
-    arrays even when the caller passed the same object (the plan is replayed with others)."""
-    if isinstance(obj, NDArray):
-        return NDArray(obj._data)
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_fresh_leaves(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _fresh_leaves(v) for k, v in obj.items()}
-    return obj
+def _leaf_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """A readable name per array leaf, in ``_flatten`` order (``x``, ``params['w']``, ``xs[1]``):
+    errors about a traced argument say which one."""
+    params: list[str] = []
+    rest = "args"  # name of a *args parameter, if any
+    try:
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                params.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                rest = p.name
+    except (TypeError, ValueError):  # builtins and some callables have no signature
+        pass
+    names: list[str] = []
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, NDArray):
+            names.append(path)
+        elif isinstance(obj, (tuple, list)):
+            for i, o in enumerate(obj):
+                walk(o, f"{path}[{i}]")
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{path}[{k!r}]")
+
+    for i, a in enumerate(args):
+        walk(a, params[i] if i < len(params) else f"{rest}[{i - len(params)}]")
+    for k, v in kwargs.items():
+        walk(v, k)
+    return names
 
 
 def _unflatten(structure: Any, leaves: list) -> Any:
@@ -86,28 +118,47 @@ def _unflatten(structure: Any, leaves: list) -> Any:
 @dataclass
 class _Entry:
     plan: Any
-    trace: Trace
-    sources: list[tuple[str, Any]]       # per plan input: ("arg", leaf index) or ("obj", value)
+    trace: Trace                         # arguments are symbolic in it: it holds no caller array
+    sources: list[tuple[str, Any]]       # per plan input: ("arg", leaf index) or ("obj", captured)
     out_structure: Any                   # fn's result with leaves -> ("leaf", output index)
     out_slots: tuple[int, ...]
     writebacks: list[tuple[tuple[str, Any], int]]  # (target source, output index)
+    signature: Any = None
+    fast_key: Any = field(default=None)  # key in the positional-arrays fast table, if any
 
     def __post_init__(self) -> None:
         self.identity_sources = self.sources == [("arg", i) for i in range(len(self.sources))]
 
 
 class CompiledFunction:
-    """A traced-and-cached version of a Python function over nd4py arrays."""
+    """A traced-and-cached version of a Python function over nd4py arrays.
 
-    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+    While ``fn`` is traced its array arguments are symbolic (``LazyArray`` s with a shape and a
+    dtype but no data, like JAX's tracers), so nothing data-dependent can be frozen into the
+    plan. Arrays ``fn`` reads from elsewhere (globals, closures, attributes) are *captured* when
+    it is traced: later calls read the same array objects, so in-place updates of them are seen,
+    but rebinding the Python name to another array is not (``close()`` forgets the traces).
+    """
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None,
+                 max_signatures: int | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__qualname__", repr(fn))
-        self._entries: dict[Any, _Entry] = {}
+        self._max_signatures = None if max_signatures is None else check_cache_size(max_signatures)
+        self._entries: OrderedDict[Any, _Entry] = OrderedDict()  # LRU: oldest first
         self._fast: dict[Any, _Entry] = {}   # all-positional-array signatures
         self._last: _Entry | None = None
         self._lock = threading.Lock()
         self.traces = 0
+        self.evictions = 0
+        _LIVE.add(self)
+
+    @property
+    def max_signatures(self) -> int:
+        """How many input signatures this function keeps (the default follows
+        ``nd.set_cache_size(signatures=...)``)."""
+        return self._max_signatures if self._max_signatures is not None else DEFAULT_MAX_SIGNATURES
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if CURRENT_TRACE.get() is not None:  # inside a scope: become part of its trace
@@ -120,6 +171,7 @@ class CompiledFunction:
             if fast is not None and len(fast) == len(args):
                 entry = self._fast.get(fast)
                 if entry is not None:
+                    self._touch(entry)
                     return self._replay(entry, list(args))
         args, kwargs = _to_ndarrays(args), _to_ndarrays(kwargs)
         leaves: list[NDArray] = []
@@ -127,8 +179,15 @@ class CompiledFunction:
         signature = (structure, tuple((x.dtype, x.shape) for x in leaves))
         entry = self._entries.get(signature)
         if entry is None:
-            return self._trace_and_run(args, kwargs, leaves, signature)
+            return self._trace_and_run(args, kwargs, leaves, structure, signature)
+        self._touch(entry)
         return self._replay(entry, leaves)
+
+    def _touch(self, entry: _Entry) -> None:
+        try:  # most recently used last; another thread may have just evicted it: harmless
+            self._entries.move_to_end(entry.signature)
+        except KeyError:
+            pass
 
     def _replay(self, entry: _Entry, leaves: list[NDArray]) -> Any:
         if entry.identity_sources and len(leaves) == len(entry.sources):
@@ -140,21 +199,22 @@ class CompiledFunction:
             np.copyto(_source_object(target, leaves)._data, outs[index], casting="same_kind")
         return _unflatten(entry.out_structure, [NDArray(np.asarray(o)) for o in outs])
 
-    def _trace_and_run(self, args: tuple, kwargs: dict, leaves: list[NDArray], signature: Any) -> Any:
-        trace = Trace(owner=f"compiled function {self.name!r}")
-        args, kwargs = _fresh_leaves(args), _fresh_leaves(kwargs)
-        proxies: list[NDArray] = []
-        _flatten((args, kwargs), proxies)  # same order as ``leaves``
-        for proxy in proxies:
-            trace.add_input(proxy)
+    def _trace_and_run(self, args: tuple, kwargs: dict, leaves: list[NDArray], structure: Any,
+                       signature: Any) -> Any:
+        owner = f"compiled function {self.name!r}"
+        trace = Trace(owner=owner, read_hint=_READ_HINT)
+        names = _leaf_names(self.fn, args, kwargs)
+        proxies = [trace.add_argument(TensorType(x.shape, x.dtype), f"argument {n} of {owner}")
+                   for x, n in zip(leaves, names)]
+        t_args, t_kwargs = _unflatten(_relabel(structure, list(range(len(proxies)))), proxies)
         token = CURRENT_TRACE.set(trace)
         try:
-            result = self.fn(*args, **kwargs)
+            result = self.fn(*t_args, **t_kwargs)
             out_leaves: list = []
             out_structure = _flatten(result, out_leaves)
             result_slots = [trace.slot_of(x) for x in out_leaves]
         except BaseException:
-            trace.discard()
+            trace.discard(f"tracing {owner} raised an exception; nothing ran")
             raise
         finally:
             CURRENT_TRACE.reset(token)
@@ -163,10 +223,17 @@ class CompiledFunction:
         plan = trace.plan_for(out_slots)
         index = {s: i for i, s in enumerate(out_slots)}
         by_id = {id(proxy): i for i, proxy in enumerate(proxies)}
-        sources = [("arg", by_id[id(o)]) if id(o) in by_id else ("obj", o) for o in trace.input_objects]
+        sources = [_source_for(o, by_id) for o in trace.input_objects]
+        fast_key = None
+        if not kwargs and len(leaves) == len(args) and all(type(a) is NDArray for a in args):
+            fast_key = signature[1]
         entry = _Entry(plan, trace, sources, _relabel(out_structure, [index[s] for s in result_slots]),
-                       out_slots, [(_source_for(t, by_id), index[s]) for t, s in writebacks])
-        trace.discard()  # LazyArrays made while tracing are internal; replay produces the results
+                       out_slots, [(_source_for(t, by_id), index[s]) for t, s in writebacks],
+                       signature, fast_key)
+        # Values made while tracing are internal (replay produces the results); touching one
+        # that escaped (stored in a global, say) raises with this explanation.
+        trace.discard(f"it was made while tracing {owner}; only the function's results get "
+                      f"values (return what you need)")
         try:
             result = self._replay(entry, leaves)
         except BaseException:  # not kept: a plan that fails on its first run must not be replayed
@@ -174,11 +241,26 @@ class CompiledFunction:
             raise
         with self._lock:
             self._entries[signature] = entry
-            if not kwargs and len(leaves) == len(args) and all(type(a) is NDArray for a in args):
-                self._fast[signature[1]] = entry
+            if fast_key is not None:
+                self._fast[fast_key] = entry
             self._last = entry
             self.traces += 1
+            self._evict(self.max_signatures)
         return result
+
+    def _evict(self, keep: int) -> None:
+        """Forget the least recently used signatures beyond ``keep`` (caller holds the lock)."""
+        while len(self._entries) > keep:
+            _, old = self._entries.popitem(last=False)
+            if old.fast_key is not None and self._fast.get(old.fast_key) is old:
+                del self._fast[old.fast_key]
+            self.evictions += 1
+
+    def cache_info(self) -> dict[str, int]:
+        """This function's signature cache: ``signatures`` kept, ``max_signatures``,
+        ``traces`` so far, ``evictions``."""
+        return {"signatures": len(self._entries), "max_signatures": self.max_signatures,
+                "traces": self.traces, "evictions": self.evictions}
 
     # -- ND4J-style and inspection ----------------------------------------------------------
     @property
@@ -193,7 +275,7 @@ class CompiledFunction:
         ``jax.make_jaxpr`` for the graph part)."""
         parts = [f"compiled function {self.name!r}: {len(self._entries)} signature(s), "
                  f"{self.traces} trace(s)"]
-        for sig, entry in self._entries.items():
+        for sig, entry in list(self._entries.items()):
             shapes = ", ".join(f"{d.name}{list(s)}" for d, s in sig[1])
             parts += [f"== signature ({shapes})", entry.trace.to_samediff(entry.out_slots).summary(),
                       entry.plan.explain()]
@@ -201,11 +283,34 @@ class CompiledFunction:
         return "\n".join(parts)
 
     def close(self) -> None:
-        """Forget this function's traces (plans stay in the shared cache until evicted)."""
+        """Forget this function's traces (plans stay in the shared cache until evicted); the
+        next call traces afresh, capturing the arrays its globals/closures name then."""
         with self._lock:
             self._entries.clear()
             self._fast.clear()
             self._last = None
+
+
+#: Every live compiled function, for ``cache_stats()`` and ``set_cache_size(signatures=)``.
+_LIVE: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
+def set_default_max_signatures(n: int) -> None:
+    """Signatures every compiled function without its own ``max_signatures`` keeps; functions
+    above the new bound forget their least recently used signatures now."""
+    global DEFAULT_MAX_SIGNATURES
+    DEFAULT_MAX_SIGNATURES = check_cache_size(n)
+    for fn in list(_LIVE):
+        with fn._lock:
+            fn._evict(fn.max_signatures)
+
+
+def signature_stats() -> dict[str, int]:
+    """Totals over live compiled functions: signatures kept, the default bound, evictions."""
+    live = list(_LIVE)
+    return {"signatures": sum(len(f._entries) for f in live),
+            "max_signatures": DEFAULT_MAX_SIGNATURES,
+            "signature_evictions": sum(f.evictions for f in live)}
 
 
 def _relabel(structure: Any, indices: list[int]) -> Any:
@@ -238,9 +343,14 @@ def _source_value(src: tuple[str, Any], leaves: list[NDArray]) -> Any:
 class CompiledGraphFunction(CompiledFunction):
     """ND4J's form: ``nd.compile(num_inputs, lambda inputs: [...])`` with ``execute(*arrays)``."""
 
-    def __init__(self, num_inputs: int, fn: Callable[[list], Any]) -> None:
+    def __init__(self, num_inputs: int, fn: Callable[[list], Any],
+                 max_signatures: int | None = None) -> None:
         self.num_inputs = num_inputs
-        super().__init__(lambda *xs: fn(list(xs)), name=getattr(fn, "__qualname__", "graph function"))
+
+        def inputs(*inputs: Any) -> Any:  # named so errors say "argument inputs[1]"
+            return fn(list(inputs))
+        super().__init__(inputs, name=getattr(fn, "__qualname__", "graph function"),
+                         max_signatures=max_signatures)
 
     def execute(self, *arrays: Any) -> list[NDArray]:
         if len(arrays) != self.num_inputs:
@@ -249,13 +359,19 @@ class CompiledGraphFunction(CompiledFunction):
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = None) -> Any:
-    """Compile ``fn``: ``@nd.compile``, ``nd.compile(fn)``, or ND4J's ``nd.compile(n, fn)``."""
+def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = None,
+            max_signatures: int | None = None) -> Any:
+    """Compile ``fn``: ``@nd.compile``, ``nd.compile(fn)``, or ND4J's ``nd.compile(n, fn)``.
+
+    ``max_signatures`` bounds how many input signatures (shapes, dtypes, static arguments) the
+    function keeps traced; the least recently used are forgotten (default
+    ``DEFAULT_MAX_SIGNATURES``, see ``nd.set_cache_size``).
+    """
     if isinstance(fn, int) and not isinstance(fn, bool):
         if fn2 is None:
             raise TypeError("nd.compile(num_inputs, fn): fn is missing")
-        return CompiledGraphFunction(fn, fn2)
+        return CompiledGraphFunction(fn, fn2, max_signatures)
     if fn is None:
-        return lambda f: CompiledFunction(f, name)
-    return CompiledFunction(fn, name)
+        return lambda f: CompiledFunction(f, name, max_signatures)
+    return CompiledFunction(fn, name, max_signatures)
 

@@ -23,18 +23,20 @@ FAILED = "failed"
 class LazyArray(NDArray):
     """A traced array: metadata now, data after its ``graph_scope`` ends."""
 
-    __slots__ = ("_trace", "_slot", "_type", "_value", "_state", "_origin_at")
+    __slots__ = ("_trace", "_slot", "_type", "_value", "_state", "_origin_at", "_failure")
 
-    def __init__(self, trace: Any, slot: int, ttype: TensorType, origin: tuple[str, int]) -> None:
+    def __init__(self, trace: Any, slot: int, ttype: TensorType, origin: tuple[str, int] | str) -> None:
         self._trace = trace
         self._slot = slot
         self._type = ttype
         self._value: np.ndarray | None = None
         self._state = PENDING
-        self._origin_at = origin  # (op name, node index): named in every error
+        self._origin_at = origin  # (op name, node index), or a description: named in every error
 
     @property
     def _origin(self) -> str:
+        if isinstance(self._origin_at, str):
+            return self._origin_at
         op, index = self._origin_at
         return f"{op} (node {index})"
 
@@ -44,17 +46,21 @@ class LazyArray(NDArray):
         if self._state is READY:
             return self._value  # type: ignore[return-value]
         if self._state is FAILED:
-            raise TracingError(f"this array was produced by {self._origin} in a graph_scope that "
-                               f"raised an exception; the trace was discarded and nothing ran")
-        raise TracingError(f"cannot read the data of a traced array (produced by {self._origin}) "
-                           f"before its graph_scope ends; read it after the `with` block, or "
-                           f"keep the computation in ops (e.g. nd.where instead of `if`)")
+            raise TracingError(f"this traced array ({self._description}) never got a value: "
+                               f"{self._failure}")
+        raise TracingError(f"cannot read the data of a traced array ({self._description}) "
+                           f"{self._trace.read_hint}")
+
+    @property
+    def _description(self) -> str:
+        origin = self._origin
+        return origin if isinstance(self._origin_at, str) else f"produced by {origin}"
 
     def _materialize(self, value: np.ndarray) -> None:
         self._value, self._state, self._trace = value, READY, None
 
-    def _fail(self) -> None:
-        self._state, self._trace = FAILED, None
+    def _fail(self, reason: str) -> None:
+        self._state, self._trace, self._failure = FAILED, None, reason
 
     @property
     def is_materialized(self) -> bool:
@@ -95,4 +101,4 @@ class LazyArray(NDArray):
         if self._state is READY:
             return super().__repr__()
         return (f"LazyArray(shape={self.shape}, dtype={self.dtype.name}, {self._state}, "
-                f"produced by {self._origin})")
+                f"{self._description})")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Hashable, Sequence
 
 from samediff.compiler import make_plan
+from samediff.errors import ConfigError
 from samediff.graph import Node
 from samediff.interpreter import InterpreterPlan
 
@@ -77,18 +78,37 @@ _logged_reasons: set[str] = set()
 
 
 RETRACE_LIMIT = 8
+#: Owners (compiled functions, scope call sites) whose plan history the retrace check keeps;
+#: least recently active beyond this are forgotten, so the bookkeeping stays bounded.
+MAX_TRACKED_OWNERS = 512
+
+
+def check_cache_size(n: Any) -> int:
+    """``n`` if it is a usable cache bound (an int >= 1), else a ``ConfigError``."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"a cache size must be an integer >= 1, got {n!r}; use "
+                          f"nd.clear_cache() (or fn.close()) to empty a cache instead")
+    return n
+
+
+@dataclass
+class _OwnerHistory:
+    """What the retrace check needs of one owner: how many plans it built, the last two keys."""
+    count: int = 0
+    previous: Hashable = None
+    last: Hashable = None
 
 
 class PlanCache:
     """Bounded LRU of plans, shared by every scope and compiled function."""
 
     def __init__(self, maxsize: int = 256) -> None:
-        self.maxsize = maxsize
+        self.maxsize = check_cache_size(maxsize)
         self.stats = CacheStats()
         self._plans: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
-        self._owner_keys: dict[Hashable, list[Hashable]] = {}
-        self._warned: set[Hashable] = set()
+        self._owners: OrderedDict[Hashable, _OwnerHistory] = OrderedDict()  # LRU, bounded
+        self._warned: set[Hashable] = set()  # owners already warned about (subset of _owners)
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any], owner: Hashable = None) -> Any:
         with self._lock:
@@ -115,15 +135,20 @@ class PlanCache:
     def _note_owner(self, owner: Hashable, key: Hashable) -> str | None:
         if owner is None:
             return None
-        keys = self._owner_keys.setdefault(owner, [])
-        keys.append(key)
-        if len(keys) <= RETRACE_LIMIT or owner in self._warned:
+        history = self._owners.pop(owner, None) or _OwnerHistory()
+        self._owners[owner] = history  # most recently active last
+        while len(self._owners) > MAX_TRACKED_OWNERS:
+            forgotten, _ = self._owners.popitem(last=False)
+            self._warned.discard(forgotten)
+        history.count += 1
+        history.previous, history.last = history.last, key
+        if history.count <= RETRACE_LIMIT or owner in self._warned:
             return None
         self._warned.add(owner)
-        return (f"{owner} has compiled {len(keys)} distinct plans; between the last two the "
-                f"{describe_key_change(keys[-2], keys[-1])} changed. Each new plan costs a "
-                f"trace and a compile: keep shapes/dtypes/attributes stable, or pass changing "
-                f"values as arrays")
+        return (f"{owner} has compiled {history.count} distinct plans; between the last two the "
+                f"{describe_key_change(history.previous, history.last)} changed. Each new plan "
+                f"costs a trace and a compile: keep shapes/dtypes/attributes stable, or pass "
+                f"changing values as arrays")
 
     def discard(self, plan: Any) -> None:
         """Forget ``plan`` (it failed at run time): the next request for its key builds anew."""
@@ -132,8 +157,7 @@ class PlanCache:
                 del self._plans[key]
 
     def resize(self, maxsize: int) -> None:
-        if maxsize < 1:
-            raise ValueError(f"plan cache size must be >= 1, got {maxsize}")
+        check_cache_size(maxsize)
         with self._lock:
             self.maxsize = maxsize
             while len(self._plans) > maxsize:
@@ -143,7 +167,7 @@ class PlanCache:
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
-            self._owner_keys.clear()
+            self._owners.clear()
             self._warned.clear()
             self.stats = CacheStats()
 

@@ -33,8 +33,14 @@ _WEAK_TYPES = {t: type_of(t(1)) for t in _PY_SCALARS}  # a Python scalar's type 
 class Trace:
     """A recording of op calls on slots, finished into a cached plan."""
 
-    def __init__(self, owner: Hashable = None) -> None:
+    #: What a user reading traced data is told to do instead (a compiled function says more).
+    read_hint = ("before its graph_scope ends; read it after the `with` block, or keep the "
+                 "computation in ops (e.g. nd.where instead of `if`)")
+
+    def __init__(self, owner: Hashable = None, read_hint: str | None = None) -> None:
         self.owner = owner
+        if read_hint is not None:
+            self.read_hint = read_hint
         self.nodes: list[Node] = []
         self._node_keys: list[tuple] = []          # per node: (op name, attrs, input slots, #outputs)
         self.types: list[TensorType] = []          # per slot
@@ -45,6 +51,7 @@ class Trace:
         self._writebacks: dict[int, tuple[NDArray, int]] = {}
         self._viewed: set[int] = set()             # slots something took a view of
         self._view_results: set[int] = set()       # slots that are views of another slot
+        self._arguments: set[int] = set()          # id() of argument proxies (add_argument)
 
     # -- slots ------------------------------------------------------------------------------
     def _new_slot(self, ttype: TensorType) -> int:
@@ -64,7 +71,8 @@ class Trace:
             return slot
         value = obj._data if isinstance(obj, NDArray) else as_numpy(obj)
         for target, _ in self._writebacks.values():  # reading it would miss a pending update
-            if target is not obj and np.may_share_memory(target._data, value):
+            if target is not obj and type(target) is not LazyArray \
+                    and np.may_share_memory(target._data, value):
                 raise TracingError("an array used in this graph_scope shares memory with an array "
                                    "updated in place earlier in it (a view, or the base of one); "
                                    "the traced read would not see the update. Use the functional "
@@ -75,10 +83,22 @@ class Trace:
         self._slot_by_id[id(obj)] = slot  # input_objects keeps obj alive, so its id stays unique
         return slot
 
+    def add_argument(self, ttype: TensorType, description: str) -> LazyArray:
+        """A symbolic input: an abstract array of type ``ttype`` whose data is unknown while
+        tracing (a compiled function's argument, like a JAX tracer). Reading its data raises
+        a ``TracingError`` with ``description``; in-place updates of it are written back."""
+        slot = self._new_slot(ttype)
+        proxy = LazyArray(self, slot, ttype, description)
+        self.input_slots.append(slot)
+        self.input_objects.append(proxy)
+        self._arguments.add(id(proxy))  # input_objects keeps the proxy alive: its id stays unique
+        self._lazies.append(weakref.ref(proxy))
+        return proxy
+
     def slot_of(self, x: Any) -> int:
         if type(x) is LazyArray and x._state is PENDING:
             if x._trace is not self:
-                raise TracingError(f"an array produced by {x._origin} belongs to another trace "
+                raise TracingError(f"a traced array ({x._description}) belongs to another trace "
                                    f"(another thread, or a scope that is still open elsewhere)")
             return x._slot
         if isinstance(x, NDArray):
@@ -135,6 +155,8 @@ class Trace:
             result = self.record(get_op("cast"), [result], {"dtype": ttype.dtype})
         if lazy:
             target._slot, target._type = result._slot, self.types[result._slot]
+            if id(target) in self._arguments:  # the caller's array is updated after each call
+                self._writebacks[id(target)] = (target, result._slot)
         else:
             self._slot_by_id[id(target)] = result._slot
             self._writebacks[id(target)] = (target, result._slot)
@@ -180,7 +202,7 @@ class Trace:
             values = dict(zip(out_slots, plan.execute(self.input_values())))
         except BaseException:
             PLAN_CACHE.discard(plan)  # a plan that failed is not replayed for the next trace
-            self.discard()
+            self.discard("its graph_scope failed to run; nothing was written")
             raise
         for x in alive:
             x._materialize(values[x._slot])
@@ -188,11 +210,13 @@ class Trace:
             np.copyto(target._data, values[slot], casting="same_kind")
         return plan, out_slots
 
-    def discard(self) -> None:
+    def discard(self, reason: str = "the graph_scope raised an exception; the trace was "
+                                     "discarded and nothing ran") -> None:
+        """Fail every pending LazyArray of this trace (touching one raises, with ``reason``)."""
         for ref in self._lazies:
             x = ref()
             if x is not None and x._state is PENDING and x._trace is self:
-                x._fail()
+                x._fail(reason)
 
     # -- inspection -----------------------------------------------------------------------
     def to_samediff(self, output_slots: tuple[int, ...] = ()) -> SameDiff:
