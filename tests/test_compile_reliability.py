@@ -374,3 +374,52 @@ def test_integer_feeds_of_float_placeholders_must_be_exact():
     np.testing.assert_array_equal(d.output({"z": np.array([2 ** 53])}, zz.name)[zz.name].numpy(), [2.0 ** 53])
     with pytest.raises(nd.PlaceholderError, match=r"2\*\*53"):
         d.output({"z": np.array([2 ** 53 + 1])}, zz.name)
+
+
+# ============================================================================================
+# Methods, and retrace warnings per compiled-function object
+# ============================================================================================
+
+
+class Dense:
+    def __init__(self, n_in, n_out, seed):
+        self.w = nd.create(np.random.default_rng(seed).standard_normal((n_in, n_out)).astype(np.float32))
+
+    @nd.compile
+    def forward(self, x):
+        return nd.nn.relu(x @ self.w)
+
+
+def test_compile_decorates_methods_per_instance():
+    layers = [Dense(3, 4, 0), Dense(3, 4, 1)]
+    x = arr(A)
+    for layer in layers:
+        np.testing.assert_allclose(layer.forward(x).numpy(), np.maximum(A @ layer.w.numpy(), 0),
+                                   rtol=1e-6)
+    assert layers[0].forward is layers[0].forward and layers[0].forward is not layers[1].forward
+    assert layers[0].forward.traces == 1 and Dense.forward.traces == 0
+    bound = nd.compile(layers[1].forward.fn)  # nd.compile(obj.method) works too
+    np.testing.assert_array_equal(bound(x).numpy(), layers[1].forward(x).numpy())
+
+
+class Reduce:
+    def __init__(self, dim):
+        self.dim = dim
+
+    @nd.compile
+    def forward(self, x):
+        return x.sum(self.dim) * 2  # the dim is an attribute: each layer builds its own plan
+
+
+def test_twelve_layers_compiling_once_each_do_not_warn():
+    nd.clear_cache()
+    x = nd.ones(*([2] * 12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RetraceWarning)
+        for d in range(12):
+            Reduce(d).forward(x)
+    assert nd.cache_stats()["compiles"] == 12
+    one = Reduce(0)
+    with pytest.warns(RetraceWarning, match="forward"):  # one object compiling many plans warns
+        for d in range(10):
+            one.forward(nd.ones(*([2] * (d + 1))))

@@ -152,7 +152,27 @@ class CompiledFunction:
         self._lock = threading.Lock()
         self.traces = 0
         self.evictions = 0
+        # The retrace check counts plans per function *object* (12 layers each compiling their
+        # own forward once must not warn); a tiny token, so the cache never keeps us alive.
+        self._owner = _Owner(f"compiled function {self.name!r}")
         _LIVE.add(self)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """``@nd.compile`` on a method: each instance gets its own compiled function of the bound
+        method (its own signatures and retrace count), stored on the instance so it lives as
+        long as the instance does. ``self`` is then not part of the signature; arrays read
+        through it (``self.w``) are captured by the closure rule."""
+        if obj is None:
+            return self
+        slot = f"_nd4py_compiled_{id(self)}"
+        try:
+            bound = obj.__dict__.get(slot)
+        except AttributeError:  # no __dict__ (slots): the instance becomes a static argument
+            return functools.partial(self, obj)
+        if bound is None:
+            bound = CompiledFunction(self.fn.__get__(obj, objtype), self.name, self._max_signatures)
+            obj.__dict__[slot] = bound
+        return bound
 
     @property
     def max_signatures(self) -> int:
@@ -201,8 +221,8 @@ class CompiledFunction:
 
     def _trace_and_run(self, args: tuple, kwargs: dict, leaves: list[NDArray], structure: Any,
                        signature: Any) -> Any:
-        owner = f"compiled function {self.name!r}"
-        trace = Trace(owner=owner, read_hint=_READ_HINT)
+        owner = str(self._owner)
+        trace = Trace(owner=self._owner, read_hint=_READ_HINT)
         names = _leaf_names(self.fn, args, kwargs)
         proxies = [trace.add_argument(TensorType(x.shape, x.dtype), f"argument {n} of {owner}")
                    for x, n in zip(leaves, names)]
@@ -289,6 +309,19 @@ class CompiledFunction:
             self._entries.clear()
             self._fast.clear()
             self._last = None
+
+
+class _Owner:
+    """Identity token of one compiled function in the plan cache's retrace bookkeeping."""
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __str__(self) -> str:
+        return self.label
+
+    __repr__ = __str__
 
 
 #: Every live compiled function, for ``cache_stats()`` and ``set_cache_size(signatures=)``.
