@@ -18,7 +18,7 @@ from typing import Any
 
 from samediff import (CorruptFileError, FormatVersionError, GradientError,  # noqa: F401
                       GraphError, NDArray, NdDTypeError, NdError, OpError, PlaceholderError,
-                      SameDiff, SDVariable, SerializationError, UnknownOpError,
+                      SameDiff, SaveError, SDVariable, SerializationError, UnknownOpError,
                       UnknownVariableError, UnsafeFileError, VariableType, WeightInit, bind,
                       create)
 from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401

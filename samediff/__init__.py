@@ -25,7 +25,7 @@ install_surface()  # the op table is complete: generate the shared method surfac
 from . import dtypes, random_state, udf  # noqa: E402
 from .array import NDArray, bind, create  # noqa: E402
 from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: E402
-                     NdDTypeError, NdError, OpError, PlaceholderError, SerializationError,
+                     NdDTypeError, NdError, OpError, PlaceholderError, SaveError, SerializationError,
                      TracingError, UnknownOpError, UnknownVariableError, UnsafeFileError)
 from .autodiff import GradientError  # noqa: E402
 from .graph import Node, SameDiff, SDVariable, VariableType  # noqa: E402
@@ -36,7 +36,7 @@ from .evaluation import (ROC, Evaluation, EvaluationBinary, EvaluationError,  # 
 __all__ = ["ops", "dtypes", "random_state", "udf", "NDArray", "bind", "create", "SameDiff", "SDVariable",
            "VariableType", "Node", "WeightInit", "NdError", "OpError", "NdDTypeError",
            "GraphError", "UnknownVariableError", "PlaceholderError", "TracingError",
-           "GradientError", "SerializationError", "CorruptFileError", "UnsafeFileError",
+           "GradientError", "SaveError", "SerializationError", "CorruptFileError", "UnsafeFileError",
            "FormatVersionError", "UnknownOpError", "evaluation", "Evaluation",
            "EvaluationBinary", "ROC", "ROCBinary", "ROCMultiClass", "RegressionEvaluation",
            "EvaluationError"]

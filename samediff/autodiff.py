@@ -12,7 +12,7 @@ losses are summed; a non-scalar loss counts as the sum of its elements.
 >>> from samediff import SameDiff
 >>> sd = SameDiff.create()
 >>> w = sd.var("w", np.array([1.0, 2.0]))
->>> loss = (w * w).sum(); loss.mark_as_loss()
+>>> loss = (w * w).sum().mark_as_loss()
 >>> sd.calculate_gradients({}, "w")["w"].numpy().tolist()
 [2.0, 4.0]
 """

@@ -16,12 +16,12 @@ from __future__ import annotations
 import gzip
 import math
 import os
-import tempfile
 import zlib
-from typing import Union
+from typing import IO, Union
 
 import numpy as np
 
+from .atomic_file import write_atomically
 from .errors import DatasetError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -143,24 +143,15 @@ def write_idx(path: PathLike, array: np.ndarray) -> None:
     payload = (bytes([0, 0, code, arr.ndim]) + np.asarray(arr.shape, ">u4").tobytes()
                + np.ascontiguousarray(arr, IDX_DTYPES[code]).tobytes())
     target = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".idx",
-                               dir=os.path.dirname(os.path.abspath(target)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if target.endswith(".gz"):
-                with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:  # mtime=0: reproducible
-                    gz.write(payload)
-            else:
-                f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    def write(f: IO[bytes]) -> None:
+        if target.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:  # mtime=0: reproducible
+                gz.write(payload)
+        else:
+            f.write(payload)
+
+    write_atomically(target, write)
 
 
 # --- MNIST --------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ that is at most ``max_rel_error`` or ``|a - n| <= min_abs_error``.
 >>> from samediff.gradcheck import check_gradients
 >>> sd = SameDiff.create()
 >>> w = sd.var("w", np.array([0.5, -1.5]))
->>> sd.math.tanh(w * w).sum().mark_as_loss()
+>>> loss = sd.math.tanh(w * w).sum().mark_as_loss()
 >>> check_gradients(sd).passed
 True
 """

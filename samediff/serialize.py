@@ -4,7 +4,17 @@ Loading never runs code from the file: the graph is JSON, arrays are read with
 ``allow_pickle=False`` after their header has been checked (object dtypes are refused before
 numpy sees the data), every op is looked up in the op table by name, and every node is re-typed
 with the op's own inference, so a file that contradicts itself is reported, not half-loaded.
-Saving is atomic: the file is written beside the target, fsynced, then renamed over it.
+Any damaged file raises a ``SerializationError`` subclass naming the file, never a bare
+``ValueError``/``RecursionError``/``NotImplementedError`` from zipfile, json or numpy.
+
+Loading is bounded: ``graph.json`` is refused beyond ``MAX_GRAPH_JSON_BYTES`` (256 MiB) and
+each array member must declare exactly the size its ``.npy`` header and the graph's shape/dtype
+need, both checked before anything is inflated, and reads never go past the declared size.
+
+Saving is atomic: the file is written to a temporary ``.<name>.XXXXXXXX.tmp`` beside the target,
+fsynced, then renamed over it; a failed save removes its temporary and leaves the target as it
+was. The temporary stays locked (``flock``) while it is written, so the next save to the same
+target can tell a temporary left by a killed save (unlocked: removed) from a live one.
 
 File layout (format ``nd4py-samediff``, version 1)::
 
@@ -28,17 +38,19 @@ with attributes in the JSON form of ``encode_attr``. Name scopes live in the nam
 """
 from __future__ import annotations
 
-import io
+import contextlib
 import json
+import math
 import os
-import tempfile
+import reprlib
 import zipfile
 import zlib
-from typing import Any
+from typing import IO, Any, Callable, Iterator
 
 import numpy as np
 
 from .dtypes import to_dtype
+from .atomic_file import write_atomically
 from .errors import (CorruptFileError, FormatVersionError, NdError, SerializationError,
                      UnknownOpError, UnsafeFileError)
 from .graph import Node, SameDiff, VariableType
@@ -50,7 +62,24 @@ VERSION = 1
 GRAPH_JSON = "graph.json"
 _VTYPES = ("VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY")
 _PERSISTENT = ("VARIABLE", "CONSTANT")
-_NPY_HEADER_MAX = 1 << 16  # npy v1 headers are at most 64 KiB; v2/3 headers are never that big
+
+#: Largest ``graph.json`` (uncompressed bytes) ``load`` accepts. The graph of a large model is a
+#: few MiB; the limit only stops a small file from inflating into gigabytes. It is checked
+#: against the size the zip declares before inflating, and the read stops at that declared size.
+#: Raise it per call with ``load(path, max_graph_bytes=...)``, or globally by setting this.
+MAX_GRAPH_JSON_BYTES = 256 << 20
+
+_NPY_HEADER_MAX = 1 << 16   # npy v1 headers are at most 64 KiB; v2/3 headers are never that big
+_MAX_JSON_DEPTH = 32        # graph.json nests about 6 deep (attributes: a few more)
+_INT_LIMIT = 1 << 63        # every integer of graph.json fits an int64, like ND4J's longs
+_MAX_RANK = 64              # numpy's own limit on dimensions
+_MAX_ELEMENTS = 1 << 60     # elements x itemsize (<= 8) still fits an int64 byte count
+_DEFLATE_MAX_RATIO = 1032   # zlib's documented bound: 1 deflated byte inflates to <= 1032
+
+_short = reprlib.Repr()     # bounded reprs of file content in messages (cheap for huge values)
+_short.maxstring = _short.maxother = 80
+_short.maxlist = _short.maxdict = 6
+_short.maxlevel = 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,32 +92,22 @@ def save(sd: SameDiff, path: str | os.PathLike, *, save_updater_state: bool = Tr
     The training config (if set) is saved in ``training``; with ``save_updater_state`` the
     updater's per-variable arrays and its iteration/epoch counters are saved too, so a loaded
     model trains on exactly where it stopped.
+
+    A file-system failure (missing or unwritable directory, full disk...) raises ``SaveError``
+    (an ``OSError`` too) naming ``path``; no temporary file and no partial target remain.
     """
     doc, arrays = _to_document(sd, save_updater_state)
     text = json.dumps(doc, indent=1)  # the document is checked JSON-clean by _to_document
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = _file_mode(path)
-    tmp = tempfile.NamedTemporaryFile(dir=directory, prefix=f".{os.path.basename(path)}.",
-                                      suffix=".tmp", delete=False)
-    try:
-        with tmp:
-            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr(GRAPH_JSON, text)
-                for member, arr in arrays:
-                    with zf.open(member, "w", force_zip64=True) as f:
-                        np.save(f, arr, allow_pickle=False)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp.name, mode)  # NamedTemporaryFile is 0600; give the usual permissions
-        os.replace(tmp.name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp.name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(directory)
+
+    def write(f: IO[bytes]) -> None:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(GRAPH_JSON, text)
+            for member, arr in arrays:
+                with zf.open(member, "w", force_zip64=True) as out:
+                    np.save(out, arr, allow_pickle=False)
+
+    write_atomically(path, write)
 
 
 def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
@@ -158,77 +177,157 @@ def _check_attrs_round_trip(node: Any, encoded: dict) -> None:
             f"their JSON form {text}; the attribute kind's coerce must accept encode_attr's output")
 
 
-def _file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o7777  # overwriting: keep the file's permissions
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
+#
+# A damaged file can make zipfile, zlib, json or numpy raise almost anything (NotImplementedError
+# for a flipped "version needed" byte, RecursionError for deep JSON, ValueError for a 5,000-digit
+# integer, OverflowError for absurd shapes). The loader validates what it reads (sizes before
+# inflating, JSON depth and integer ranges, every field's type) and turns what those libraries
+# raise at each step into a ``CorruptFileError`` naming the file; ``load`` keeps a last net for
+# whatever the graph machinery (op inference, variable creation) raises on data it rejects.
 
-def load(path: str | os.PathLike, cls: type = SameDiff) -> SameDiff:
+def load(path: str | os.PathLike, cls: type = SameDiff, *,
+         max_graph_bytes: int | None = None) -> SameDiff:
     """Read a graph written by ``save`` into a new ``cls`` (a ``SameDiff``).
 
-    A missing file is a plain ``FileNotFoundError``; a damaged one a ``CorruptFileError``.
+    A missing or unreadable file raises the plain ``OSError`` (e.g. ``FileNotFoundError``);
+    a damaged one a ``SerializationError`` subclass naming it (``CorruptFileError``,
+    ``UnsafeFileError``, ``FormatVersionError``, ``UnknownOpError``). ``graph.json`` is refused
+    beyond ``max_graph_bytes`` (default ``MAX_GRAPH_JSON_BYTES``, 256 MiB) before inflating.
     """
     path = os.fspath(path)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
-        raise CorruptFileError(f"load: {path!r} is not a SameDiff file or is truncated "
-                               f"(not a readable zip archive: {exc})") from None
-    with zf:
-        doc = _read_document(zf, path)
-        return _build(doc, zf, path, cls)
+    limit = MAX_GRAPH_JSON_BYTES if max_graph_bytes is None else max_graph_bytes
+    with open(path, "rb") as f:  # errors opening the file are the file system's, not damage
+        try:
+            with _open_zip(f, path) as zf:
+                doc = _read_document(zf, path, limit)
+                return _build(doc, zf, path, cls)
+        except (SerializationError, MemoryError):
+            raise  # ours name the file; MemoryError is the machine's, not the file's
+        except NdError as exc:  # the graph machinery rejected the content
+            raise CorruptFileError(f"load: {path!r}: the saved graph is inconsistent: "
+                                   f"{exc}") from exc
+        except Exception as exc:  # noqa: BLE001 -- see the note above ``load``
+            raise CorruptFileError(f"load: {path!r} is damaged and cannot be loaded "
+                                   f"({type(exc).__name__}: {_short.repr(str(exc))})") from exc
 
 
-def _read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:
+def _open_zip(f: IO[bytes], path: str) -> zipfile.ZipFile:
     try:
-        return zf.read(name)
-    except KeyError:
-        raise CorruptFileError(f"load: {path!r} has no {name!r} member; the file is truncated "
-                               f"or was not written by SameDiff.save") from None
+        return zipfile.ZipFile(f)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError,
+            NotImplementedError) as exc:
+        raise CorruptFileError(f"load: {path!r} is not a SameDiff file, or it is truncated or "
+                               f"damaged (not a readable zip archive: {exc})") from exc
+
+
+@contextlib.contextmanager
+def _reading_member(bad: Callable[[str], CorruptFileError]) -> Iterator[None]:
+    """Report what zipfile/zlib raise on a damaged member (bad CRC, broken deflate stream,
+    unsupported method...) as the ``CorruptFileError`` that ``bad`` makes."""
+    try:
+        yield
+    except SerializationError:
+        raise  # already named (CorruptFileError is a ValueError too)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError,
             NotImplementedError) as exc:
-        raise CorruptFileError(f"load: {path!r}: member {name!r} is damaged ({exc})") from None
+        raise bad(f"is damaged ({exc})") from exc
 
 
-def _read_document(zf: zipfile.ZipFile, path: str) -> dict:
-    raw = _read_member(zf, GRAPH_JSON, path)
+def _member_info(zf: zipfile.ZipFile, name: str,
+                 bad: Callable[[str], CorruptFileError]) -> zipfile.ZipInfo:
+    """The member's zip entry, once the size it declares is shown to be possible."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptFileError(f"load: {path!r}: {GRAPH_JSON} is not valid JSON ({exc})") from None
+        info = zf.getinfo(name)
+    except KeyError:
+        raise bad("missing from the archive; the file is truncated or was not written by "
+                  "SameDiff.save") from None
+    if info.file_size > _max_inflated_size(info):
+        raise bad(f"declares {info.file_size} bytes, more than its {info.compress_size} "
+                  f"compressed bytes can hold; the zip header is damaged")
+    return info
+
+
+def _max_inflated_size(info: zipfile.ZipInfo) -> int:
+    """A bound on what a member can honestly inflate to (deflate cannot expand past 1032:1), so
+    a small file cannot make the loader allocate gigabytes for an array it declares."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        return info.compress_size
+    if info.compress_type == zipfile.ZIP_DEFLATED:
+        return info.compress_size * _DEFLATE_MAX_RATIO + 1024
+    return info.file_size  # bzip2/lzma: bounded by the per-member checks only
+
+
+def _read_document(zf: zipfile.ZipFile, path: str, limit: int) -> dict:
+    doc = _parse_json(_read_graph_json(zf, path, limit), path)
+    _check_format_and_version(doc, path)
+    _check_json_bounds(doc, path)
+    return doc
+
+
+def _read_graph_json(zf: zipfile.ZipFile, path: str, limit: int) -> bytes:
+    def bad(msg: str) -> CorruptFileError:
+        return CorruptFileError(f"load: {path!r}: {GRAPH_JSON} {msg}")
+
+    info = _member_info(zf, GRAPH_JSON, bad)
+    too_big = (f"is larger than the {limit}-byte limit: the file is damaged or a zip bomb (if "
+               f"it is genuine, load it with max_graph_bytes=... or raise "
+               f"samediff.serialize.MAX_GRAPH_JSON_BYTES)")
+    if info.file_size > limit:  # refused before inflating anything
+        raise bad(f"declares {info.file_size} bytes and {too_big}")
+    with _reading_member(bad), zf.open(info) as f:
+        # Ask for no more than declared: zipfile inflates up to the size asked for before it
+        # cuts at the declared size, so this bounds the work even if the header lies.
+        raw = f.read(info.file_size + 1)
+    if len(raw) > limit:
+        raise bad(too_big)
+    return raw
+
+
+def _parse_json(raw: bytes, path: str) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError as exc:
+        raise CorruptFileError(f"load: {path!r}: {GRAPH_JSON} nests too deeply to be a SameDiff "
+                               f"graph") from exc
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, integers of > 4300 digits
+        raise CorruptFileError(f"load: {path!r}: {GRAPH_JSON} is not valid JSON "
+                               f"({_short.repr(str(exc))})") from exc
+
+
+def _check_format_and_version(doc: Any, path: str) -> None:
+    """Magic and version first: a newer version's file may hold things this one would reject."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         magic = doc.get("format") if isinstance(doc, dict) else None
         raise FormatVersionError(f"load: {path!r} is not an nd4py SameDiff file (format "
-                                 f"{magic!r}, expected {FORMAT!r})")
+                                 f"{_short.repr(magic)}, expected {FORMAT!r})")
     version = doc.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+    valid = type(version) is int and 1 <= version < _INT_LIMIT
+    if valid and version > VERSION:
         raise FormatVersionError(f"load: {path!r} was written by a newer nd4py (format version "
                                  f"{version}; this one reads up to {VERSION}); upgrade nd4py")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise FormatVersionError(f"load: {path!r} has an invalid format version {version!r}")
-    return doc
+    if not valid:
+        raise FormatVersionError(f"load: {path!r} has an invalid format version "
+                                 f"{_short.repr(version)}")
+
+
+def _check_json_bounds(doc: Any, path: str) -> None:
+    """Bound what the rest of the loader and op inference meet: JSON allows any nesting depth
+    and any number of digits, numpy and the type checks do not."""
+    stack = [(doc, 1)]
+    while stack:  # iterative: the check itself must not recurse
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > _MAX_JSON_DEPTH:
+                raise CorruptFileError(f"load: {path!r}: {GRAPH_JSON} nests deeper than "
+                                       f"{_MAX_JSON_DEPTH} levels; it is not a SameDiff graph")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
+        elif type(value) is int and not -_INT_LIMIT <= value < _INT_LIMIT:
+            raise CorruptFileError(f"load: {path!r}: {GRAPH_JSON} holds the integer "
+                                   f"{_short.repr(value)}, outside the int64 range")
 
 
 def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
@@ -266,7 +365,7 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
         try:
             inferred = op.infer_types([types[i] for i in inputs], attrs)
         except NdError as exc:
-            raise bad(f"node {node_name!r} does not type-check: {exc}") from None
+            raise bad(f"node {node_name!r} does not type-check: {exc}") from exc
         if len(inferred) != len(outputs):
             raise bad(f"node {node_name!r} ({op.name}) has {len(outputs)} outputs, "
                       f"its op produces {len(inferred)}")
@@ -286,8 +385,8 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
     if orphans:
         raise bad(f"ARRAY variable(s) {orphans[:5]} are produced by no node")
     losses = doc.get("loss_variables", [])
-    if not isinstance(losses, list) or not all(isinstance(n, str) and n in sd._vars for n in losses):
-        raise bad(f"loss_variables {losses!r:.200} must name variables of the graph")
+    if not _str_list(losses) or not all(n in sd._vars for n in losses):
+        raise bad(f"loss_variables {_short.repr(losses)} must name variables of the graph")
     sd._losses = list(losses)
     _load_training(sd, doc, zf, path, bad)
     return sd
@@ -308,8 +407,9 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
             for name in [*config.feature_mapping, *config.label_mapping,
                          *(config.loss_variables or [])]:
                 sd._info(name)
-        except (TrainingError, NdError, TypeError, ValueError) as exc:
-            raise bad(f"training config cannot be restored: {exc}") from None
+        except (TrainingError, NdError, TypeError, ValueError, KeyError, AttributeError,
+                OverflowError) as exc:
+            raise bad(f"training config cannot be restored: {exc}") from exc
     state = doc.get("updater_state") or {}
     if not isinstance(state, dict):
         raise bad("'updater_state' must be an object")
@@ -326,26 +426,31 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
         info = sd._vars.get(param)
         if info is None or info.vtype is not VariableType.VARIABLE or not isinstance(slots, dict):
             raise bad(f"updater state for {param!r}, which is not a VARIABLE of the graph")
+        if not all(isinstance(member, str) for member in slots.values()):
+            raise bad(f"updater state for {param!r}: slot members must be strings")
         restored.arrays[param] = {
-            str(slot): _read_array(zf, member, f"{param} (updater slot {slot})", info.ttype, path)
-            for slot, member in slots.items() if isinstance(member, str)}
+            slot: _read_array(zf, member, f"{param} (updater slot {slot})", info.ttype, path)
+            for slot, member in slots.items()}
     sd._updater_state = restored
 
 
 def _parse_variable(entry: Any, bad: Any) -> tuple[str, str, TensorType, str | None]:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
-        raise bad(f"malformed variable entry {entry!r:.200}")
+        raise bad(f"malformed variable entry {_short.repr(entry)}")
     name, vtype, shape = entry["name"], entry.get("type"), entry.get("shape")
     if vtype not in _VTYPES:
-        raise bad(f"variable {name!r} has unknown type {vtype!r}")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= -1 for d in shape):
-        raise bad(f"variable {name!r} has an invalid shape {shape!r}")
+        raise bad(f"variable {name!r} has unknown type {_short.repr(vtype)}")
+    if not _valid_shape(shape):
+        raise bad(f"variable {name!r} has an invalid shape {_short.repr(shape)} (at most "
+                  f"{_MAX_RANK} dims, each -1 or 0..{_MAX_ELEMENTS}, at most {_MAX_ELEMENTS} "
+                  f"elements)")
     if vtype in _PERSISTENT and -1 in shape:
         raise bad(f"{vtype} {name!r} has unknown dims {shape}")
     try:
         dtype = to_dtype(entry.get("dtype"))
-    except NdError:
-        raise bad(f"variable {name!r} has unsupported dtype {entry.get('dtype')!r}") from None
+    except NdError as exc:
+        raise bad(f"variable {name!r} has unsupported dtype "
+                  f"{_short.repr(entry.get('dtype'))}") from exc
     if vtype == "VARIABLE" and dtype.kind != "f":
         raise bad(f"VARIABLE {name!r} must be floating point, not {dtype}")
     weak, member = entry.get("weak", False), entry.get("array")
@@ -354,9 +459,19 @@ def _parse_variable(entry: Any, bad: Any) -> tuple[str, str, TensorType, str | N
     return name, vtype, TensorType(tuple(shape), dtype, weak), member
 
 
+def _valid_shape(shape: Any) -> bool:
+    """Dims are ints, -1 (unknown) or non-negative, and the element count fits an int64 byte
+    count, so no size computation downstream can overflow."""
+    if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+        return False
+    if not all(type(d) is int and -1 <= d <= _MAX_ELEMENTS for d in shape):
+        return False
+    return math.prod(d for d in shape if d >= 0) <= _MAX_ELEMENTS
+
+
 def _parse_node(entry: Any, bad: Any, path: str) -> tuple:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise bad(f"malformed node entry {entry!r:.200}")
+        raise bad(f"malformed node entry {_short.repr(entry)}")
     name, op_name, attrs = entry["name"], entry.get("op"), entry.get("attrs", {})
     inputs, outputs = entry.get("inputs"), entry.get("outputs")
     if not isinstance(op_name, str) or not isinstance(attrs, dict):
@@ -372,7 +487,7 @@ def _parse_node(entry: Any, bad: Any, path: str) -> tuple:
     try:
         rec = op.make_attrs(attrs)
     except NdError as exc:
-        raise bad(f"node {name!r}: invalid attributes: {exc}") from None
+        raise bad(f"node {name!r}: invalid attributes: {exc}") from exc
     return name, op, rec, tuple(inputs), tuple(outputs)
 
 
@@ -382,35 +497,43 @@ def _str_list(v: Any) -> bool:
 
 def _read_array(zf: zipfile.ZipFile, member: str, name: str, ttype: TensorType,
                 path: str) -> np.ndarray:
+    """The member's array, once its header and declared size match ``ttype`` exactly.
+
+    Nothing past the .npy header is inflated before the size the zip declares is shown to be
+    header + shape x itemsize, and the data is then streamed into one preallocated array."""
     def bad(msg: str) -> CorruptFileError:
         return CorruptFileError(f"load: {path!r}: array of variable {name!r} ({member}): {msg}")
 
-    try:
-        info = zf.getinfo(member)
-    except KeyError:
-        raise bad("missing from the archive (truncated file?)") from None
-    expected = int(np.prod(ttype.shape, dtype=np.int64)) * ttype.dtype.itemsize
-    if info.file_size > expected + _NPY_HEADER_MAX:  # refuse decompression bombs up front
+    info = _member_info(zf, member, bad)
+    nbytes = math.prod(ttype.shape) * ttype.dtype.itemsize
+    if info.file_size > nbytes + _NPY_HEADER_MAX:  # refuse decompression bombs up front
         raise bad(f"{info.file_size} bytes is far more than its declared {ttype} needs")
-    buf = io.BytesIO(_read_member(zf, member, path))
-    try:  # parse the header ourselves first: numpy would unpickle object arrays if allowed to
-        major, _ = np.lib.format.read_magic(buf)
+    with _reading_member(bad), zf.open(info) as f:
+        shape, dtype = _read_npy_header(f, bad)
+        header_size = f.tell()
+    if dtype.hasobject:
+        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({member}) holds "
+                              f"Python objects (dtype {dtype}); refusing to unpickle it")
+    if dtype.newbyteorder("=") != ttype.dtype or shape != ttype.shape:
+        raise bad(f"holds {TensorType(shape, dtype)}, but the graph declares {ttype}")
+    if info.file_size != header_size + nbytes:
+        raise bad(f"declares {info.file_size} bytes, but its {header_size}-byte .npy header and "
+                  f"{ttype} make {header_size + nbytes}; the file is damaged")
+    with _reading_member(bad), zf.open(info) as f:
+        arr = np.lib.format.read_array(f, allow_pickle=False)  # reads exactly nbytes of data
+    return arr.astype(ttype.dtype, copy=False)  # native byte order
+
+
+def _read_npy_header(f: IO[bytes], bad: Callable[[str], CorruptFileError]
+                     ) -> tuple[tuple[int, ...], np.dtype]:
+    """Parse the .npy header ourselves: numpy would unpickle object arrays if allowed to."""
+    try:
+        major, _ = np.lib.format.read_magic(f)
         read_header = {1: np.lib.format.read_array_header_1_0,
                        2: np.lib.format.read_array_header_2_0}.get(major)
         if read_header is None:
             raise ValueError(f"unsupported .npy version {major}")
-        shape, _, dtype = read_header(buf)
+        shape, _, dtype = read_header(f)
     except (ValueError, EOFError, SyntaxError, TypeError) as exc:
-        raise bad(f"not a valid .npy file ({exc})") from None
-    if dtype.hasobject:
-        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({member}) holds "
-                              f"Python objects (dtype {dtype}); refusing to unpickle it")
-    native = dtype.newbyteorder("=")
-    if native != ttype.dtype or tuple(shape) != ttype.shape:
-        raise bad(f"holds {TensorType(tuple(shape), dtype)}, but the graph declares {ttype}")
-    buf.seek(0)
-    try:
-        arr = np.load(buf, allow_pickle=False)
-    except (ValueError, EOFError, OSError) as exc:
-        raise bad(f"cannot be read ({exc})") from None
-    return arr.astype(ttype.dtype, copy=False)  # native byte order
+        raise bad(f"not a valid .npy file ({exc})") from exc
+    return tuple(shape), dtype
