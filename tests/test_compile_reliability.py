@@ -423,3 +423,21 @@ def test_twelve_layers_compiling_once_each_do_not_warn():
     with pytest.warns(RetraceWarning, match="forward"):  # one object compiling many plans warns
         for d in range(10):
             one.forward(nd.ones(*([2] * (d + 1))))
+
+
+# ============================================================================================
+# Views are an op flag: in-place updates through any view op are refused while tracing
+# ============================================================================================
+
+
+@pytest.mark.parametrize("make_view", [lambda x: x.split(2)[0], lambda x: x.unstack(0)[1],
+                                       lambda x: x.flatten(), lambda x: x.reshape(4)],
+                         ids=["split", "unstack", "flatten", "reshape"])
+def test_in_place_update_through_a_view_is_refused_in_a_trace(make_view):
+    x = nd.create(np.arange(4, dtype=np.float32).reshape(2, 2))
+    eager_view = make_view(x)
+    eager_view.addi(1)  # eagerly the update writes through to x
+    assert x.numpy().sum() > 6
+    with pytest.raises(nd.TracingError, match="view"):
+        with nd.graph_scope():
+            make_view(x).addi(1)

@@ -174,6 +174,17 @@ def test_eager_matches_reference(name, i, dtype):
 
 
 @pytest.mark.parametrize("name,i,dtype", ALL)
+def test_view_flag_tells_the_truth(name, i, dtype):
+    """Tracing refuses in-place updates through views by the op's ``view`` flag, so an op whose
+    eager result can share its input's buffer must declare it."""
+    op, _, inputs, attrs = _setup(name, i, dtype)
+    if not inputs or not isinstance(inputs[0], np.ndarray) or op.random:
+        return
+    shares = any(np.shares_memory(g, inputs[0]) for g in _eager(op, inputs, attrs) if g.size)
+    assert not shares or op.view, f"{name}: the eager result is a view of input 0; set view=True"
+
+
+@pytest.mark.parametrize("name,i,dtype", ALL)
 def test_inferred_type_matches_eager(name, i, dtype):
     op, sample, inputs, attrs = _setup(name, i, dtype)
     types = [type_of(x) for x in inputs]

@@ -22,10 +22,6 @@ from samediff.ops import OpDef, TensorType, get_op
 from .lazy import PENDING, LazyArray
 from .plan import PLAN_CACHE, build_plan
 
-# Ops whose eager result is a view of their input: in-place updates through or of such
-# values cannot be replayed faithfully by a functional trace, so they are refused.
-VIEW_OPS = frozenset({"reshape", "permute", "transpose", "expand_dims", "squeeze", "slice",
-                      "strided_slice", "reverse"})
 _PY_SCALARS = (bool, int, float)
 _WEAK_TYPES = {t: type_of(t(1)) for t in _PY_SCALARS}  # a Python scalar's type depends on its class only
 
@@ -119,7 +115,7 @@ class Trace:
         outs = tuple(range(first, len(types)))
         self.nodes.append(Node(name or "", op, rec, slots, outs))
         self._node_keys.append((op.name, rec, slots, len(outs)))
-        if op.name in VIEW_OPS:
+        if op.view:  # in-place updates through or of views cannot be replayed functionally
             self._viewed.update(slots)
             self._view_results.update(outs)
         origin = (op.name, index)

@@ -44,7 +44,7 @@ def _broadcast_infer(types, attrs):
 
 
 define("reduce_to_like", ["g", "like"], _reduce_infer, _reduce_to_like, namespace="base",
-       method=False, shape_adjoint=True, doc="Sum ``g`` over the dims that broadcasting added relative to "
+       method=False, shape_adjoint=True, view=True, doc="Sum ``g`` over the dims that broadcasting added relative to "
                          "``like``'s shape (the adjoint of broadcasting).")
 define("broadcast_like", ["g", "like"], _broadcast_infer,
        lambda g, like: np.array(np.broadcast_to(g, np.broadcast_shapes(np.shape(g), np.shape(like)))),
@@ -136,7 +136,7 @@ def _split_like(g, *likes, axis):
 
 _HELPER = {"namespace": "base", "method": False}
 define("reshape_like", ["g", "like"], _reshape_like_infer,
-       lambda g, like: np.reshape(g, np.shape(like)), shape_adjoint=True, **_HELPER,
+       lambda g, like: np.reshape(g, np.shape(like)), shape_adjoint=True, view=True, **_HELPER,
        doc="``g`` reshaped (C order) to ``like``'s run-time shape; result has ``g``'s dtype.")
 define("slice_grad", ["g", "like"], _slice_grad_infer, _slice_grad,
        attrs={"index": (Attr.NESTED, REQUIRED)}, **_HELPER,
@@ -146,7 +146,7 @@ define("pad_grad", ["g", "like"], _pad_grad_infer, _pad_grad,
        attrs={"paddings": (Attr.NESTED, REQUIRED), "mode": (Attr.STR, "constant")}, **_HELPER,
        doc="The adjoint of ``pad``: each element of ``g`` summed into the element of ``like``'s "
            "shape it was copied from (mirrored copies accumulate; constant padding is dropped).")
-define("split_like", ["*xs"], _split_like_infer, _split_like, multi_output=True,
+define("split_like", ["*xs"], _split_like_infer, _split_like, multi_output=True, view=True,
        attrs={"axis": (Attr.INT, 0)}, **_HELPER,
        doc="Split ``xs[0]`` along ``axis`` into parts as long as ``xs[1:]`` are along it (run-"
            "time sizes): the adjoint of ``concat``.")

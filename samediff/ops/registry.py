@@ -171,6 +171,8 @@ class OpDef:
     random: bool = False             # draws from the global generator: never folded or deduped
     multi_output: bool = False       # results are always a tuple (split, unstack), even of one
     type_only: bool = False          # the value depends only on the inputs' types (ones_like)
+    view: bool = False               # the eager result may share input 0's buffer (reshape,
+                                     # slicing...): in-place updates through it write through
     shape_adjoint: bool = False      # sums/broadcasts/reshapes input 0 to input 1's shape: the
                                      # identity when input 0 already has the result's type
     scalar: Any = None               # filled by the compiler issue: scalar expression template

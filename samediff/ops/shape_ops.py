@@ -126,25 +126,26 @@ def _flatten_infer(types: list[TensorType], a: Any) -> TensorType:
 
 
 _SHAPE = {"namespace": "shape"}
+_VIEW = {**_SHAPE, "view": True}  # numpy returns a view of the input (no copy)
 
 define("reshape", ["x"], lambda t, a: _like(t[0], _reshape_shape(t[0].shape, a.shape)),
        lambda x, *, shape: np.reshape(x, _reshape_shape(np.shape(x), shape)),
-       attrs={"shape": (Attr.INTS, REQUIRED)}, **_SHAPE,
+       attrs={"shape": (Attr.INTS, REQUIRED)}, **_VIEW,
        doc="Same elements in a new shape (C order); one size may be -1 (inferred).")
-define("permute", ["x"], _permute_infer, _permute, attrs={"dims": (Attr.INTS, REQUIRED)}, **_SHAPE,
+define("permute", ["x"], _permute_infer, _permute, attrs={"dims": (Attr.INTS, REQUIRED)}, **_VIEW,
        doc="Reorder the dims: output dim i is input dim ``dims[i]``.")
-define("transpose", ["x"], lambda t, a: _like(t[0], t[0].shape[::-1]), np.transpose, **_SHAPE,
+define("transpose", ["x"], lambda t, a: _like(t[0], t[0].shape[::-1]), np.transpose, **_VIEW,
        doc="Reverse the order of all dims (numpy ``.T``).")
 define("expand_dims", ["x"], _expand_dims_infer,
        lambda x, *, axis: np.expand_dims(x, axis), attrs={"axis": (Attr.INT, REQUIRED)},
-       nd4j="expandDims", **_SHAPE, doc="Insert a size-1 dim at ``axis`` (of the output).")
+       nd4j="expandDims", **_VIEW, doc="Insert a size-1 dim at ``axis`` (of the output).")
 define("squeeze", ["x"], _squeeze_infer,
        lambda x, *, axis: np.squeeze(x, axis=_squeeze_axes(np.shape(x), axis)),
-       attrs={"axis": (Attr.OPT_INTS, None)}, **_SHAPE,
+       attrs={"axis": (Attr.OPT_INTS, None)}, **_VIEW,
        doc="Remove size-1 dims: those in ``axis``, or all of them when ``axis`` is None.")
 define("flatten", ["x"], _flatten_infer,
        lambda x, *, order: np.ravel(x, order=_check_order(order)),
-       attrs={"order": (Attr.STR, "c")}, **_SHAPE,
+       attrs={"order": (Attr.STR, "c")}, **_VIEW,
        doc="All elements as a 1-D array, read in 'c' (row-major) or 'f' (column-major) order.")
 
 
@@ -229,11 +230,11 @@ define("stack", ["*xs"], _stack_infer, lambda *xs, axis: np.stack(xs, axis=axis)
        attrs=_AXIS0, method=False, **_SHAPE,
        doc="Join same-shaped arrays along a new ``axis``; dtype promoted like numpy.")
 define("unstack", ["x"], _unstack_infer,
-       lambda x, *, axis: tuple(np.moveaxis(np.asarray(x), axis, 0)), attrs=_AXIS0, **_SHAPE,
+       lambda x, *, axis: tuple(np.moveaxis(np.asarray(x), axis, 0)), attrs=_AXIS0, **_VIEW,
        multi_output=True,
        doc="Split along ``axis`` into a tuple of ``x.shape[axis]`` arrays without that dim.")
 define("split", ["x"], _split_infer, _split, multi_output=True,
-       attrs={"num_or_sizes": (Attr.INTS, REQUIRED), **_AXIS0}, **_SHAPE,
+       attrs={"num_or_sizes": (Attr.INTS, REQUIRED), **_AXIS0}, **_VIEW,
        doc="Split along ``axis``: one int n = n equal parts, several = part sizes (one may be -1).")
 
 
@@ -260,12 +261,12 @@ def _slice(x, *, begin, size):
 
 
 define("slice", ["x"], lambda t, a: _like(t[0], _slice_shape(t[0].shape, a.begin, a.size)),
-       _slice, attrs={"begin": (Attr.INTS, REQUIRED), "size": (Attr.INTS, REQUIRED)}, **_SHAPE,
+       _slice, attrs={"begin": (Attr.INTS, REQUIRED), "size": (Attr.INTS, REQUIRED)}, **_VIEW,
        doc="Block of ``size`` elements from ``begin`` per dim (ND4J slice; size -1 = to the end).")
 define("strided_slice", ["x"],
        lambda t, a: _like(t[0], indexed_shape(t[0].shape, a.index)),
        lambda x, *, index: np.asarray(np.asarray(x)[spec_to_index(index)]),
-       attrs={"index": (Attr.NESTED, REQUIRED)}, nd4j="stridedSlice", **_SHAPE,
+       attrs={"index": (Attr.NESTED, REQUIRED)}, nd4j="stridedSlice", **_VIEW,
        doc="Basic slicing ``x[key]`` (ints, slices, newaxis, ...); ``index`` is "
            "``index_to_spec(key)``. Returns a view.")
 
@@ -433,7 +434,7 @@ define("pad", ["x"], lambda t, a: _like(t[0], _pad_shape(t[0].shape, a.paddings,
            "mirroring (numpy ``pad`` modes).")
 define("reverse", ["x"], _reverse_infer,
        lambda x, *, dims: np.flip(x, axis=dims), attrs={"dims": (Attr.INTS, REQUIRED)},
-       **_SHAPE, doc="Reverse the order of elements along ``dims``.")
+       **_VIEW, doc="Reverse the order of elements along ``dims``.")
 define("one_hot", ["indices"], _one_hot_infer, _one_hot,
        attrs={"depth": (Attr.INT, REQUIRED), "axis": (Attr.INT, -1), "on": (Attr.FLOAT, 1.0),
               "off": (Attr.FLOAT, 0.0), "dtype": (Attr.DTYPE, np.dtype(np.float32))},
