@@ -537,7 +537,7 @@ class SameDiff:
     def fit(self, data: Any = None, epochs: int = 1, *, batch_size: int | None = 32,
             shuffle: bool = True, validation: Any = None, evaluations: Any = None,
             label: str | None = None, listeners: Any = (), verbose: int | None = None,
-            seed: int | None = None) -> Any:
+            seed: int | None = None, on_nonfinite: str = "raise") -> Any:
         """Train with the graph's ``TrainingConfig``; returns a ``History``.
 
         ``data`` is ``(features, labels)`` arrays (cut into shuffled batches of
@@ -546,11 +546,16 @@ class SameDiff:
         updates the variables in place. ``evaluations={"probs": Evaluation()}`` records
         training (and, with ``validation``, validation) metrics per epoch.
 
+        A batch whose loss or gradients are NaN/inf changes nothing; ``on_nonfinite="raise"``
+        (default) then raises ``NonFiniteError``, ``"skip"`` leaves the batch out and counts
+        it in the epoch's ``metrics["skipped"]``. A failed fit leaves the graph's structure
+        as it was (``samediff/training/rollback.py``).
+
         >>> history = sd.fit((x_train, y_train), epochs=5, batch_size=64)  # doctest: +SKIP
         """
         from .training.trainer import Trainer
-        return Trainer(self, listeners, verbose).fit(data, epochs, batch_size, shuffle,
-                                                      validation, evaluations, label, seed)
+        return Trainer(self, listeners, verbose, on_nonfinite).fit(
+            data, epochs, batch_size, shuffle, validation, evaluations, label, seed)
 
     def evaluate(self, data: Any, output: "str | SDVariable", *evaluations: Any,
                  label: str | None = None, batch_size: int | None = 256) -> Any:
@@ -581,12 +586,13 @@ class SameDiff:
         serialize.save(self, path, save_updater_state=save_updater_state)
 
     @classmethod
-    def load(cls, path: Any) -> "SameDiff":
+    def load(cls, path: Any, *, max_graph_bytes: int | None = None) -> "SameDiff":
         """Load a graph written by ``save``. Never runs code from the file; raises a
         ``SerializationError`` subclass (``CorruptFileError``, ``FormatVersionError``,
-        ``UnknownOpError``) for a file it cannot trust."""
+        ``UnknownOpError``) naming the file for a file it cannot trust. ``graph.json`` beyond
+        ``max_graph_bytes`` (default 256 MiB) is refused before it is inflated."""
         from . import serialize
-        return serialize.load(path, cls)
+        return serialize.load(path, cls, max_graph_bytes=max_graph_bytes)
 
     def __repr__(self) -> str:
         return f"SameDiff({len(self._vars)} variables, {len(self._nodes)} ops)"

@@ -461,6 +461,9 @@ def test_graph_json_limit_is_what_refuses_and_can_be_raised(saved, good_bytes, m
     monkeypatch.setattr(serialize, "MAX_GRAPH_JSON_BYTES", 4 << 20)
     _load_fails_naming_the_file(saved, CorruptFileError, "limit")
     serialize.load(saved, max_graph_bytes=16 << 20)
+    SameDiff.load(saved, max_graph_bytes=16 << 20)  # the public entry point forwards it
+    with pytest.raises(CorruptFileError, match="max_graph_bytes"):
+        SameDiff.load(saved, max_graph_bytes=4 << 20)
 
 
 def test_lying_header_cannot_inflate_past_its_declared_size(saved, good_bytes):

@@ -11,12 +11,13 @@ from .listeners import (CheckpointListener, EarlyStopping, LambdaListener, Liste
 from .schedules import (CosineSchedule, CycleSchedule, ExponentialSchedule, FixedSchedule,
                         InverseSchedule, MapSchedule, PolySchedule, RampSchedule, Schedule,
                         ScheduleType, SigmoidSchedule, StepSchedule)
+from .trainer import NonFiniteError
 from .updaters import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad, Momentum, Nadam,
                        Nesterovs, NoOp, RmsProp, Sgd, Updater)
 
-__all__ = ["TrainingConfig", "History", "EpochRecord", "Listener", "LambdaListener",
-           "ScoreListener", "EarlyStopping", "CheckpointListener", "Schedule", "ScheduleType",
-           "FixedSchedule", "StepSchedule", "ExponentialSchedule", "InverseSchedule",
-           "PolySchedule", "SigmoidSchedule", "MapSchedule", "CycleSchedule", "CosineSchedule",
-           "RampSchedule", "Updater", "Sgd", "Momentum", "Nesterovs", "Adam", "AdamW", "AdaMax",
-           "Nadam", "AMSGrad", "AdaGrad", "AdaDelta", "RmsProp", "NoOp"]
+__all__ = ["TrainingConfig", "NonFiniteError", "History", "EpochRecord", "Listener",
+           "LambdaListener", "ScoreListener", "EarlyStopping", "CheckpointListener", "Schedule",
+           "ScheduleType", "FixedSchedule", "StepSchedule", "ExponentialSchedule",
+           "InverseSchedule", "PolySchedule", "SigmoidSchedule", "MapSchedule", "CycleSchedule",
+           "CosineSchedule", "RampSchedule", "Updater", "Sgd", "Momentum", "Nesterovs", "Adam",
+           "AdamW", "AdaMax", "Nadam", "AMSGrad", "AdaGrad", "AdaDelta", "RmsProp", "NoOp"]

@@ -8,7 +8,11 @@ from typing import Any
 @dataclass
 class EpochRecord:
     """One epoch: mean training loss, validation loss (if validation data was given), metrics
-    (``"accuracy"``, ``"val_accuracy"``...), wall time and iterations."""
+    (``"accuracy"``, ``"val_accuracy"``...), wall time and iterations (applied steps).
+
+    With ``fit(..., on_nonfinite="skip")``, ``metrics["skipped"]`` counts the batches left out
+    because their loss or gradients were not finite (``History.metric("skipped")`` per epoch);
+    ``loss`` averages the other batches (NaN if every batch was skipped)."""
 
     epoch: int
     loss: float

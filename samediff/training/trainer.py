@@ -16,6 +16,17 @@ SDVariable(name='mean', type=ARRAY, shape=(), dtype=FLOAT)
 ...                  batch_size=16, verbose=0)
 >>> history.losses[-1] < 0.01 * history.losses[0]
 True
+
+Two rules make failures safe (tested in tests/test_training_failures.py):
+
+* **a non-finite step changes nothing**: when a batch's loss or any gradient is NaN/inf the
+  update is not run (``step.py``), so parameters, updater state and the iteration counter stay
+  as they were. ``on_nonfinite="raise"`` (default) then raises ``NonFiniteError`` naming the
+  epoch and batch; ``"skip"`` drops the batch, counts it in the epoch's ``metrics["skipped"]``
+  and goes on;
+* **a failed fit leaves the graph as it was** (``rollback.py``): whatever the error, the graph's
+  structure comes back exactly; updater state too unless some steps completed (then their
+  parameters and updater state stay, as after an interruption).
 """
 from __future__ import annotations
 
@@ -30,7 +41,21 @@ from ..random_state import get_seed
 from .data import Batches, FeedMapping
 from .history import EpochRecord, History
 from .listeners import as_listener
+from .rollback import GraphSnapshot
 from .step import TrainStep, UpdaterState
+
+#: what ``fit`` does with a batch whose loss or gradients are not finite
+ON_NONFINITE = ("raise", "skip")
+
+
+class NonFiniteError(TrainingError):
+    """A batch's loss or gradients were NaN/inf (``fit(on_nonfinite="raise")``). The step was
+    not applied; ``epoch``, ``batch`` (0-based, within the epoch), ``iteration`` and ``loss``
+    say where."""
+
+    def __init__(self, message: str, epoch: int, batch: int, iteration: int, loss: float) -> None:
+        super().__init__(message)
+        self.epoch, self.batch, self.iteration, self.loss = epoch, batch, iteration, loss
 
 
 def _config(sd: Any) -> Any:
@@ -53,18 +78,37 @@ def _evaluations(spec: Mapping[str, Any] | None) -> dict[str, list]:
 class Trainer:
     """Runs epochs of ``TrainStep`` over batches, with validation, metrics and listeners."""
 
-    def __init__(self, sd: Any, listeners: Sequence[Any] = (), verbose: int | None = None) -> None:
+    def __init__(self, sd: Any, listeners: Sequence[Any] = (), verbose: int | None = None,
+                 on_nonfinite: str = "raise") -> None:
+        if on_nonfinite not in ON_NONFINITE:
+            raise TrainingError(f"fit: on_nonfinite must be one of {list(ON_NONFINITE)}, got "
+                                f"{on_nonfinite!r} ('raise' stops at a batch whose loss or "
+                                f"gradients are NaN/inf, 'skip' leaves it out and goes on)")
         self.sd = sd
         self.config = _config(sd)
         self.state: UpdaterState = sd._updater_state
         self.listeners = [as_listener(x) for x in listeners]
         self.verbose = (1 if sys.stderr.isatty() else 0) if verbose is None else verbose
+        self.on_nonfinite = on_nonfinite
         self.history = History()
         self.stop = False
+        self.steps_applied = 0  # in this fit; a failure keeps their effect (see rollback.py)
 
     def fit(self, data: Any, epochs: int, batch_size: int | None, shuffle: bool,
             validation: Any, evaluations: Mapping[str, Any] | None, label: str | None,
             seed: int | None) -> History:
+        """Train; on any exception the graph's structure is restored (``rollback.py``)."""
+        snapshot = GraphSnapshot(self.sd)
+        try:
+            return self._fit(data, epochs, batch_size, shuffle, validation, evaluations, label,
+                             seed)
+        except BaseException:
+            snapshot.restore(keep_training_progress=self.steps_applied > 0)
+            raise
+
+    def _fit(self, data: Any, epochs: int, batch_size: int | None, shuffle: bool,
+             validation: Any, evaluations: Mapping[str, Any] | None, label: str | None,
+             seed: int | None) -> History:
         cfg = self.config
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise TrainingError(f"fit: epochs must be a whole number >= 0, got {epochs!r}")
@@ -114,7 +158,7 @@ class Trainer:
         for ev in (e for group in evs.values() for e in group):
             ev.reset()
         t0 = time.perf_counter()
-        total, count, iterations, penalty = 0.0, 0, 0, 0.0
+        total, count, iterations, penalty, skipped = 0.0, 0, 0, 0.0, 0
         progress = _progress(batches, title, self.verbose)
         skip = state.batch  # resumed from a mid-epoch checkpoint: those batches are done
         for feeds in batches.epoch(epoch):
@@ -122,6 +166,13 @@ class Trainer:
                 skip -= 1
                 continue
             loss, extra = step.run(feeds, state)
+            if not step.last_applied:  # nothing changed; raise or leave the batch out
+                self._nonfinite(loss, epoch, state)
+                state.batch += 1  # done with (a resumed epoch must not see it again)
+                skipped += 1
+                progress.update(loss)
+                continue
+            self.steps_applied += 1
             state.batch += 1
             n = _batch_size(feeds)
             total, count, iterations = total + loss * n, count + n, iterations + 1
@@ -131,18 +182,16 @@ class Trainer:
                 for ev in group:
                     ev.eval(feeds[label], extra[name])
             self.history.iteration_losses.append(loss)
-            if not np.isfinite(loss):
-                raise TrainingError(f"fit: the loss became {loss} at iteration {state.iteration} "
-                                    f"(epoch {epoch}); lower the learning rate or check the data")
             progress.update(loss)
             for ls in self.listeners:
                 ls.on_iteration_end(self, state.iteration - 1, loss)
             if self.stop:
                 break
         progress.close()
+        counted = {"skipped": skipped} if self.on_nonfinite == "skip" else {}
         if self.stop and state.batch:  # stopped mid-epoch: the epoch is not over
-            return EpochRecord(epoch, total / max(count, 1), None, {}, time.perf_counter() - t0,
-                               iterations)
+            return EpochRecord(epoch, total / max(count, 1), None, counted,
+                               time.perf_counter() - t0, iterations)
         if count == 0 and not state.batch:
             raise TrainingError(f"fit: epoch {epoch} had no batches (empty data)")
         state.epoch += 1
@@ -150,9 +199,23 @@ class Trainer:
         metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
         if step.penalty_name is not None and count:
             metrics["regularization"] = penalty / count
+        metrics.update(counted)
         return EpochRecord(epoch, total / count if count else float("nan"), None, metrics,
                            time.perf_counter() - t0,
                            iterations)
+
+    def _nonfinite(self, loss: float, epoch: int, state: UpdaterState) -> None:
+        """A refused step: raise ``NonFiniteError`` unless batches like it are skipped."""
+        if self.on_nonfinite == "skip":
+            return
+        what = (f"the loss was {loss}" if not np.isfinite(loss)
+                else f"a gradient was not finite (the loss was {loss:.6g})")
+        raise NonFiniteError(
+            f"fit: epoch {epoch}, batch {state.batch} (0-based; iteration {state.iteration}): "
+            f"{what}. The step was not applied: parameters and updater state are unchanged. "
+            f"Check the data for NaN/inf, lower the learning rate, or pass "
+            f"fit(..., on_nonfinite='skip') to leave such batches out",
+            epoch, state.batch, state.iteration, loss)
 
 
 def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
