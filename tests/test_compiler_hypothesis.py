@@ -5,24 +5,46 @@ chains with broadcasting and weak scalars, reductions fed by elementwise ops, sh
 producing non-contiguous inputs, matmul + bias + activation, comparisons and ``where``, row
 anchors with epilogues, integer values through library ops, mixed dtypes, multi-output groups.
 Hypothesis draws, per example, the dtype, rank and sizes (odd sizes, size-0 and size-1 dims,
-rank 0-3 where the template allows it), the values (finite, moderate range, seeded numpy
-values with hypothesis-chosen special values scattered in: 0.0, -0.0, ties, integers), the
-memory layout of the main input (C order, Fortran order, a strided view, a reversed view),
-and whether the scalar operand is a Python float, a Python int or a 0-d array.
+rank 0-3 where the template allows it), the values, the memory layout of the main input (C
+order, Fortran order, a strided view, a reversed view), and whether the scalar operand is a
+Python float, a Python int or a 0-d array. Values come in five styles (``VALUE_STYLES``),
+all seeded numpy values with hypothesis-chosen special values scattered in:
+
+* ``uniform`` / ``integers``: finite, the template's moderate range; specials 0.0, -0.0,
+  ties, integers;
+* ``nonfinite``: NaN, +-inf, signed zeros and subnormals scattered in (and a NaN or infinite
+  scalar operand half of the time);
+* ``large``: the data inputs (``DATA_ROLES``: x, y...) times one large factor (float32:
+  1e20, beyond which squares overflow, up to 1e38, where sums overflow part-way; float64 up
+  to 1e300). Parameters (row, col, gain, bias...) and the scalar stay ordinary, so products
+  like ``xhat * gain + bias`` keep the magnitude the absolute tolerance is made for;
+* ``huge``: huge finite values (and their negatives) scattered among ordinary ones.
+
+The last two are drawn only where a template's tolerance-checked outputs stay well
+conditioned at any magnitude (``Template.styles``). A sum of terms of mixed signs is not:
+its rounding error is relative to the terms, not to the sum, so at 1e20 no absolute
+tolerance holds (and with huge and ordinary terms mixed, the order of summation, which no
+executor specifies, decides how much of the small ones survives).
+
+The edge values themselves live in ``edge_values.py`` (shared with the fixed regression
+cases of ``test_edge_values.py``). Every fused kernel family meets every style: elementwise
+chains, row anchors with a prologue and an epilogue, and fused reductions, over zero-size
+dims too.
 
 Why templates: a fused kernel is compiled per group *structure* (ops, attributes, dtypes,
 ranks, broadcast pattern, scalar count) and per argument type (array layout C/F/any, scalar
 int/float), never per size, and is cached in-process. A fixed catalogue, with per-template
 limits on the ranks, the size-1 dims (``PATTERNS``), the layouts and the scalar kinds that
-would multiply kernels, bounds the compiles (~120 kernel sources, ~150 specializations,
+would multiply kernels, bounds the compiles (~160 kernel sources, ~190 specializations,
 0.1-1 s each) while hypothesis explores sizes, values and layouts freely: the file runs about
-3000 examples in about a minute on a cold kernel cache (2 cores), ~10 s warm. Same-shape inputs
+3800 examples in 70-80 s on a cold kernel cache (2 cores), ~15 s warm. Same-shape inputs
 give *flat* kernels, which are rank- and layout-agnostic (non-contiguous inputs are copied):
 those templates get every rank and layout for free.
 
 Each example runs the template eagerly, then traced with the interpreter and with the compiled
-executor, and checks: the same outputs raise or none does; eager == interpreter bitwise (same
-numpy code); compiled vs interpreter -- same dtype and shape, and
+executor, and checks: all three raise (a named ``NdError``: an empty ``max``) or none does;
+eager == interpreter bitwise (same numpy code); compiled vs interpreter -- same dtype and
+shape, NaN / +inf / -inf at the same positions, and
 
 * **exact** (equal values, NaN positions included) for outputs built from ops without
   fast-math approximations and for integer/bool outputs. The sign of a zero is not compared:
@@ -34,9 +56,11 @@ numpy code); compiled vs interpreter -- same dtype and shape, and
 * **tolerance** for outputs through float transcendental functions or row statistics: float64
   ``rtol=1e-12, atol=1e-12`` (libm vs numpy loops, a few ulp, moderate conditioning); float32
   ``rtol=4e-6, atol=1e-6`` -- or, where numpy's own float32 evaluation is the less accurate one
-  (cancellation in ``0.5x(1 + tanh)``, float32 row statistics of a nearly constant row), the
-  compiled value must be at least as close to a float64 evaluation of the same graph as the
-  interpreter's, within that tolerance; NaN and infinity positions always equal;
+  (cancellation in ``0.5x(1 + tanh)``), the compiled value must be at least as close to a
+  float64 evaluation of the same graph as the interpreter's, within that tolerance. That
+  allowance is for rounding only: an interpreter value further than ``REF_SLACK`` (relative,
+  1e-3) from the float64 one is a bug, not rounding (a float32 variance that overflowed made
+  layer_norm 0 where the kernel was right). NaN and infinity positions always equal;
 
 and that no kernel fell back to the interpreter because it failed to compile, and that inputs
 are left untouched.
@@ -56,6 +80,11 @@ import nd4py as nd
 from samediff import compiler
 from samediff.compiler import plan as cplan
 
+try:  # rootdir-relative import (tests/ is not a package) ...
+    from edge_values import HUGE, NONFINITE, NONFINITE_SCALARS, SCALES, TINY, masks_equal
+except ImportError:  # ... or tests/ became one
+    from tests.edge_values import HUGE, NONFINITE, NONFINITE_SCALARS, SCALES, TINY, masks_equal
+
 pytestmark = [pytest.mark.compiled,
               # one scope per template sees many plans on purpose (new ranks, dtypes, patterns)
               pytest.mark.filterwarnings("ignore::tracing.RetraceWarning"),
@@ -66,6 +95,7 @@ EXACT, TOL = "exact", "tol"
 F32, F64, I64 = "float32", "float64", "int64"
 RTOL = {F32: 4e-6, F64: 1e-12}
 ATOL = {F32: 1e-6, F64: 1e-12}
+REF_SLACK = 1e-3   # how far numpy's float32 value may be from float64 by rounding alone
 #: examples per template; a soak run: ND4PY_HYPOTHESIS_EXAMPLES=2000 ND4PY_HYPOTHESIS_RANDOM=1
 #: (fresh random examples instead of the derandomized, CI-stable ones)
 EXAMPLES_PER_TEMPLATE = int(os.environ.get("ND4PY_HYPOTHESIS_EXAMPLES", "180"))
@@ -79,6 +109,14 @@ PATTERNS = {0: [()], 1: [("n",), (1,)], 2: [("n", "n"), (1, "n"), ("n", 1)],
             3: [("n", "n", "n"), ("n", 1, "n")]}
 GENERAL = {r: ps[:1] for r, ps in PATTERNS.items()}   # no size-1 dims (sizes may still be 0)
 SIZES = st.sampled_from([0, 2, 3, 3, 4, 5, 7])      # odd sizes, and empty dims
+#: how an example's values are drawn (see the module docstring), about equally often
+VALUE_STYLES = ("uniform", "integers", "nonfinite", "large", "huge")
+#: for templates with a tolerance-checked sum of mixed-sign terms (see the module docstring)
+ORDINARY_MAGNITUDES = ("uniform", "integers", "nonfinite")
+#: for templates whose normalized outputs are scaled by a parameter: huge values next to
+#: ordinary ones in a row make the row statistics cancel (the data's own scale is fine)
+NO_HUGE = ("uniform", "integers", "nonfinite", "large")
+DATA_ROLES = ("x", "y", "xm", "x64")                 # what the "large" style scales
 LAYOUTS = ("C", "F", "strided", "reversed")
 
 
@@ -98,6 +136,8 @@ class Template:
     lo: float = -4.0                   # value range of float inputs
     hi: float = 4.0
     min_kernels: int = 1               # fused kernels the compiled plan must have
+    min_prologues: int = 0             # row kernels with a folded prologue it must have
+    styles: tuple[str, ...] = VALUE_STYLES  # value styles to draw (see module docstring)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,6 +245,39 @@ def t_fastmath(x, y):
             nd.log(nd.abs(x) + 1e-3) + nd.gelu(y, False))
 
 
+def t_row_prologues(x, g, row, s):
+    # Each anchor reads an elementwise chain (folded into its row kernel as a prologue) and
+    # feeds an epilogue. The library sums in between end a row group, so the next chain starts
+    # a group of its own instead of joining the previous kernel's epilogue. Summed terms have
+    # one sign (log_softmax <= 0, |.|): no cancellation for the tolerance to absorb.
+    a = nd.log_softmax(x * row - s) * 2.0
+    sa = nd.sum(a)
+    b = nd.softmax(nd.tanh(x) * s + row) - row
+    sb = nd.sum(nd.abs(b))
+    c = nd.layer_norm(nd.abs(x) + row, g, row) * s
+    return a, sa, b, sb, c
+
+
+def t_reduce_sums(x, row, s):
+    # fused sum/mean over trailing dims (empty axes: 0 and NaN, like numpy, in every executor)
+    # and prod, a library call (empty: 1); non-negative terms: no cancellation. The last
+    # output is whether a mixed-sign sum is finite (compared exactly, so cancellation does not
+    # matter): with the "large" style's 1e38, x * 2.5 makes two large values of one sign
+    # overflow float32 while the row's total mostly does not -- numpy's float32 accumulator
+    # overflowed part-way, the kernel's float64 one does not.
+    # (no shared subexpressions: CSE would merge them and unfuse the reductions)
+    return (nd.sum(nd.abs(x - s) * 0.5, -1), nd.mean(nd.exp(x * s), None),
+            nd.sum(nd.square(x + row), -1, keep_dims=True), nd.prod(row - x, -1),
+            nd.isfinite(nd.sum(x * 2.5 + s, -1)))
+
+
+def t_libm(x, y):
+    # libm calls in kernels (math.sin...) vs numpy's own loops, and the exact ops around them
+    return (nd.sin(x) + nd.cos(y), nd.tan(x) * nd.atan(y), nd.asin(x * 0.25) - nd.acos(y * 0.25),
+            nd.sinh(x) / nd.cosh(y), nd.atan2(x, y), nd.floor(x) + nd.ceil(y),
+            nd.reciprocal(x) - nd.rsqrt(y), nd.squared_difference(x, y), nd.softsign(x))
+
+
 ALL_LAYOUTS = LAYOUTS
 R2 = {2: PATTERNS[2]}
 T = Template
@@ -227,7 +300,9 @@ TEMPLATES = [
     # reductions over trailing dims fused with the chain feeding them (ReduceStep): max/min
     # are order-independent (exact), sums accumulate in another order than numpy's (tolerance)
     T("reduce_fused", t_reduce_fused, ("x", "row", "s"), (EXACT, EXACT, TOL, TOL),
-      ranks=(1, 2, 3), patterns=GENERAL, min_kernels=4),
+      ranks=(1, 2, 3), patterns=GENERAL, min_kernels=4, styles=ORDINARY_MAGNITUDES),
+    T("reduce_sums", t_reduce_sums, ("x", "row", "s"), (TOL, TOL, TOL, EXACT, EXACT),
+      ranks=(1, 2, 3), patterns=GENERAL, min_kernels=5),
     T("reduce_mean_exp", t_reduce_mean_exp, ("x", "row", "col"), (TOL,), ranks=(1, 2, 3),
       patterns=GENERAL, min_kernels=2),
     # shape ops (transpose, reversed / strided slices, permute) feeding kernels views
@@ -243,9 +318,15 @@ TEMPLATES = [
       scalars=()),
     # row anchors with epilogues (and an epilogue input a row kernel cannot read)
     T("layer_norm_epilogue", t_layer_norm, ("x", "g", "b", "col", "s"), (TOL, TOL),
-      ranks=(1, 2, 3), scalars=("float", "array")),
+      ranks=(1, 2, 3), scalars=("float", "array"), styles=NO_HUGE),
     T("softmax_epilogue", t_softmax, ("x", "row", "col", "s"), (TOL, TOL), ranks=(1, 2, 3),
       lo=-8, hi=8),
+    # row anchors with a prologue (the chain computing their input) and an epilogue
+    T("row_prologues", t_row_prologues, ("x", "g", "row", "s"), (TOL,) * 5, ranks=(2, 3),
+      patterns={2: PATTERNS[2][:1], 3: PATTERNS[3]}, min_kernels=3, min_prologues=3,
+      styles=NO_HUGE),
+    # libm functions and exact ops (same-shape inputs: one flat kernel per dtype)
+    T("libm", t_libm, ("x", "y"), (TOL,) * 5 + (EXACT,) * 4, scalars=()),
     # int64 values through library ops next to fused float ops; int64-only graphs
     T("int_library", t_int_library, ("xi", "x", "s"), (EXACT,) * 3, dtypes=(F32, F64, I64),
       scalars=("int",), layouts=ALL_LAYOUTS, min_kernels=0),
@@ -293,13 +374,26 @@ def cases(draw, template: Template) -> dict:
         if "w" in template.inputs else None
     shapes = role_shapes(shape, mm)
     seed = draw(st.integers(0, 2 ** 32 - 1))
-    style = draw(st.sampled_from(["uniform", "integers", "uniform"]))
-    specials = draw(st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, template.lo,
-                                              template.hi]), max_size=4))
+    style = draw(st.sampled_from(template.styles))
+    edge = dtype if dtype in (F32, F64) else F64   # the edge tables are per float dtype
+    if style == "nonfinite":
+        specials = draw(st.lists(st.sampled_from(NONFINITE + TINY[edge]), min_size=1,
+                                 max_size=6))
+    elif style == "huge":
+        specials = draw(st.lists(st.sampled_from(HUGE[edge]), min_size=1, max_size=4))
+    else:
+        specials = draw(st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, template.lo,
+                                                  template.hi]), max_size=4))
+    # "large": the data roles scaled so that their largest value is `scale`
+    scale = draw(st.sampled_from(SCALES[edge])) if style == "large" else None
     layout = draw(st.sampled_from(template.layouts))
     scalar_kind = draw(st.sampled_from(template.scalars)) if template.scalars else None
     scalar = draw(st.integers(-4, 4) if scalar_kind == "int"
                   else st.floats(-3, 3, allow_nan=False, width=32))
+    if style == "nonfinite" and scalar_kind != "int" and np.dtype(dtype).kind == "f" \
+            and draw(st.booleans()):
+        scalar = draw(st.sampled_from(NONFINITE_SCALARS))
+    factor = 1.0 if scale is None else scale / max(abs(template.lo), abs(template.hi))
     rng = np.random.default_rng(seed)
 
     def values(role: str) -> np.ndarray:
@@ -310,9 +404,13 @@ def cases(draw, template: Template) -> dict:
         if style == "integers" or np.dtype(dt).kind == "i":
             a = rng.integers(-3, 4, shp).astype(dt)
         else:
-            a = rng.uniform(template.lo, template.hi, shp).astype(dt)
+            # (np.asarray: a 0-d array times a float is a numpy scalar, not an array)
+            a = np.asarray(rng.uniform(template.lo, template.hi, shp)
+                           * (factor if role in DATA_ROLES else 1.0), dtype=dt)
+        # integer arrays take the finite, int-sized specials only (0.5 truncates to 0)
+        usable = specials if a.dtype.kind == "f" else [v for v in specials if abs(v) < 2 ** 31]
         flat = a.reshape(-1)
-        for v in specials[: flat.size]:
+        for v in usable[: flat.size]:
             flat[rng.integers(flat.size)] = v
         return a
 
@@ -359,10 +457,9 @@ def widened(inputs: dict) -> dict:
 
 
 def assert_exact(got: np.ndarray, want: np.ndarray, what: str) -> None:
-    nan = np.isnan(want) if want.dtype.kind == "f" else np.zeros(want.shape, bool)
     if want.dtype.kind == "f":
-        np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{what}: NaN positions")
-        bad = (got != want) & ~nan
+        masks_equal(got, want, what)
+        bad = (got != want) & ~np.isnan(want)
         assert not bad.any(), (f"{what}: not bitwise equal at {np.argwhere(bad)[:3].tolist()}: "
                                f"compiled {got[bad][:3]}, interpreter {want[bad][:3]}")
     else:
@@ -371,15 +468,15 @@ def assert_exact(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 def assert_close(got: np.ndarray, want: np.ndarray, ref: np.ndarray | None, dtype: str,
                  what: str) -> None:
-    for name, f in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        np.testing.assert_array_equal(f(got), f(want), err_msg=f"{what}: {name} positions")
+    masks_equal(got, want, what)
     finite = np.isfinite(want)
     g, w = got[finite].astype(np.float64), want[finite].astype(np.float64)
     rtol, atol = RTOL[dtype], ATOL[dtype]
     ok = np.abs(g - w) <= atol + rtol * np.abs(w)
     if ref is not None and not ok.all():  # float32: is numpy's float32 value the inaccurate one?
         r = ref[finite]
-        ok |= np.abs(g - r) <= np.abs(w - r) + atol + rtol * np.abs(r)
+        rounding = np.abs(w - r) <= REF_SLACK * (1.0 + np.abs(r))  # (else a bug, see above)
+        ok |= rounding & (np.abs(g - r) <= np.abs(w - r) + atol + rtol * np.abs(r))
     bad = ~ok
     assert not bad.any(), (f"{what}: compiled {g[bad][:3]} vs interpreter {w[bad][:3]}"
                            + (f" (float64 {ref[finite][bad][:3]})" if ref is not None else ""))
@@ -396,11 +493,10 @@ def check(template: Template, case: dict) -> None:
     results = {"eager": eager, "interpreter": interp, "compiled": compiled}
     raised = {k for k, v in results.items() if isinstance(v, Exception)}
     if raised:
-        # eager and interpreter share numpy's code: they fail together. The compiled plan may
-        # succeed where numpy refuses an empty reduction (softmax over a size-0 axis: numpy's
-        # max has no identity, the row kernel simply has no rows to write) -- empty results.
-        assert {"eager", "interpreter"} <= raised, f"only {sorted(raised)} raised: {results}"
-        assert "compiled" in raised or all(c.size == 0 for c in compiled), results
+        # all or none: an empty max/min raises in every executor (the compiled plan leaves it
+        # to the interpreter); softmax over a size-0 axis is empty in every one
+        assert raised == set(results), f"only {sorted(raised)} raised: {results}"
+        assert len({type(v) for v in results.values()}) == 1, results
         return
     assert plan is not None and plan.kind == "compiled"
     kernels = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
@@ -410,6 +506,8 @@ def check(template: Template, case: dict) -> None:
         assert not kernels, plan.explain()
     else:
         assert len(kernels) >= template.min_kernels, plan.explain()
+        prologues = [s for s in kernels if isinstance(s, cplan.RowStep) and s.prologue]
+        assert len(prologues) >= template.min_prologues, plan.explain()
 
     ref = None
     for k, (e, i, c, how) in enumerate(zip(eager, interp, compiled, template.checks)):

@@ -69,7 +69,9 @@ _U = {
     "erf": lambda e, x: f"{e.f('erf')}({x})",
     "sigmoid": lambda e, x: f"{e.f('sigmoid')}({x})",
     "softplus": lambda e, x: f"{e.f('softplus')}({x})",
-    "softsign": lambda e, x: f"({x} / ({e.c(1)} + abs({x})))",
+    # +-1 at +-inf (the limit), not inf / inf = NaN: the same select as the eager op
+    "softsign": lambda e, x: (f"(math.copysign({e.c(1)}, {x}) if np.isinf({x}) else "
+                              f"({x} / ({e.c(1)} + abs({x}))))"),
     "relu": lambda e, x: (f"np.maximum({x}, {e.c(0)})" if e.attrs.cutoff == 0.0
                           else f"({x} if {x} > {e.a('cutoff')} else {e.c(0)})"),
     "relu6": lambda e, x: f"np.minimum(np.maximum({x}, {e.c(0)}), {e.c(6)})",
@@ -80,7 +82,7 @@ _U = {
                           f"{e.c(1.6732632423543772)} * {e.f('expm1')}(min({x}, {e.c(0)}))))"),
     "gelu": lambda e, x: (f"{e.f('gelu_tanh')}({x})" if e.attrs.approximate
                           else f"{e.f('gelu_erf')}({x})"),
-    "swish": lambda e, x: f"({x} * {e.f('sigmoid')}({x}))",
+    "swish": lambda e, x: f"{e.f('swish')}({x})",  # -0.0 at -inf, not -inf * 0
     "hard_sigmoid": lambda e, x: (f"np.minimum(np.maximum({e.c(0.2)} * {x} + {e.c(0.5)}, "
                                   f"{e.c(0)}), {e.c(1)})"),
     "hard_tanh": lambda e, x: f"np.minimum(np.maximum({x}, {e.c(-1)}), {e.c(1)})",

@@ -66,18 +66,24 @@ def log_sigmoid_f64(x):
     return -(math.log1p(math.exp(-abs(x))) + max(-x, 0.0))
 
 
+# swish and gelu are x * cdf(x) with a cdf that is exactly 0 below -800 / -40 (see
+# ops/elementwise.py): clamping there gives -0.0 at -inf (the limit, and the float32 value)
+# instead of -inf * 0 = NaN, and changes no finite result. NaN fails the test and stays NaN.
 @_jit
 def swish_f64(x):
+    x = -800.0 if x < -800.0 else x
     return x * sigmoid_f64(x)
 
 
 @_jit
 def gelu_tanh_f64(x):
+    x = -40.0 if x < -40.0 else x
     return _HALF * x * (1.0 + math.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
 
 
 @_jit
 def gelu_erf_f64(x):
+    x = -40.0 if x < -40.0 else x
     return _HALF * x * (1.0 + math.erf(x * _INV_SQRT2))
 
 
@@ -99,6 +105,32 @@ def row_mean_var(row):
         d = row[i] - mu
         acc += d * d
     return mu, acc / row.size
+
+
+@_jit
+def row_norm_f32(mu, var, eps):
+    """float32 factors ``(1/p, m, r, c)`` for a row of float64 mean ``mu`` and variance
+    ``var``: ``(x * (1/p) - m) * r - c`` is ``(x - mu) / std`` with ``std = sqrt(var + eps)``
+    to about an ulp, for two FMAs per element where the kernel contracts (as many operations
+    as the plain ``(x - mu) * rstd``, whose float32 mean costs digits).
+
+    * ``p = 2**e >= std`` for std above 1e30 (else 1) makes the scaling exact and keeps every
+      factor a normal float32: ``x - mu`` itself overflows when a row spans +-3.4e38, and
+      ``1 / std`` is subnormal (inexact) for std above ~1.2e38;
+    * ``m`` is ``mu / p`` rounded to float32 and ``c`` the rounding error's share of the
+      result: where x is close to the mean ``x / p - m`` is exact (Sterbenz), so rounding the
+      mean would otherwise be the only error, and a large one next to a small ``x - mu``.
+
+    The eager op computes the same factors (``ops/nn._normalized_f32``). NaN statistics give
+    NaN factors; std = 0 (epsilon 0) an infinite one, as 1 / 0."""
+    std = math.sqrt(var + eps)
+    p = 1.0
+    if std > 1e30:  # (rare, so the common row pays no frexp/ldexp calls)
+        p = math.ldexp(1.0, math.frexp(std)[1])  # std = f * 2**e, 0.5 <= f < 1
+    m = mu / p
+    m32 = np.float32(m)
+    r = np.divide(p, std)  # (std = 0: inf, no ZeroDivisionError)
+    return np.float32(1.0 / p), m32, np.float32(r), np.float32((m - m32) * r)
 
 
 @_rowjit

@@ -38,7 +38,9 @@ def trailing_split(node: Any, types: Sequence[TensorType]) -> int | None:
 
 def split_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...], split: int) -> tuple[bool, bool] | None:
     """How an input is read in the (rows, cols) view: full, broadcast over rows (it has
-    exactly the reduced trailing shape), or a single value; None if none of these."""
+    exactly the reduced trailing shape), one value per row (the kept leading dims, size 1 in
+    the reduced ones: a ``keep_dims`` statistic, as in ``mean((x - m)**2)``), or a single
+    value; None if none of these."""
     t_shape = tuple(t_shape)
     if t_shape == tuple(shape):
         return (False, False)
@@ -49,6 +51,9 @@ def split_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...], split: int) 
         return (True, True)
     if stripped == tuple(shape[split:]):
         return (True, False)
+    padded = (1,) * (len(shape) - len(t_shape)) + t_shape
+    if padded == tuple(shape[:split]) + (1,) * (len(shape) - split):
+        return (False, True)
     return None
 
 

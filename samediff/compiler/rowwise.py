@@ -4,7 +4,13 @@ followed by the elementwise ops that consume their result, in one kernel.
 Arrays are viewed as 2-D ``(rows, C)``; each row is handled by one iteration of a ``prange``
 loop: the row statistics (mean/variance, or max/sum of exponentials) are computed in a couple
 of passes over the row while it sits in cache, then one pass applies the normalization and the
-epilogue and writes the output. Statistics accumulate in float64 for float32 inputs.
+epilogue and writes the output. Statistics accumulate in float64 for float32 inputs, and a
+float32 layer_norm row is rescaled by a power of two when its spread is large, so rows up to
+3.4e38 neither overflow nor lose digits.
+
+Edge values follow the eager ops (``ops/nn.py``) by plain arithmetic, with no special cases:
+a row holding +inf or NaN gives NaN throughout (``x - max`` is ``inf - inf``), an all -inf row
+``0 / 0`` = NaN, and rows of length 0 give an empty result.
 """
 from __future__ import annotations
 
@@ -73,12 +79,20 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int 
     else:
         load_x, row = reads[int(x[1:])], _row_expr(x, spec)
     if anchor == "layer_norm":
-        # statistics accumulate in float64, then join the element math in the kernel's dtype
-        stats = [f"mu, var = row_mean_var({row})", f"rstd = {dt}(1.0 / math.sqrt(var + {float(eps)!r}))",
-                 f"mu = {dt}(mu)"]
+        # statistics accumulate in float64 (ops/nn.py does the same); the normalization runs
+        # in the kernel's dtype: float32 as (x / p - mu / p) * (p / std) - c with p a power of
+        # two and c the rounding of mu / p (see row_norm_f32): no overflow for rows near
+        # 3.4e38, no digits lost to the float32 mean, and the eager op's arithmetic
+        stats = [f"mu, var = row_mean_var({row})"]
+        if first.out_dtype == np.float32:
+            stats.append(f"inv_p, mu, rstd, mu_c = row_norm_f32(mu, var, {float(eps)!r})")
+            normalized = f"({x} * inv_p - mu) * rstd - mu_c"
+        else:
+            stats.append(f"rstd = 1.0 / math.sqrt(var + {float(eps)!r})")
+            normalized = f"({x} - mu) * rstd"
         g = _arg(first.args[1], first.compute)
         b = _arg(first.args[2], first.compute) if len(first.args) > 2 else None
-        value = f"{dt}(({x} - mu) * rstd) * {g}" + (f" + {b}" if b else "")
+        value = f"{dt}({normalized}) * {g}" + (f" + {b}" if b else "")
     else:
         # exponentials go to a scratch row (vectorized exp), summed by a reassociated loop
         stats = [f"m = {dt}(row_max({row}))", f"tmp = np.empty(C, {dt})", "for c in range(C):",
@@ -87,8 +101,10 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int 
         if anchor == "softmax":
             value = f"{dt}(tmp[c] / acc)"
         else:
-            stats.append(f"lse = {dt}(m + math.log(acc))")
-            value = f"{dt}({x} - lse)"
+            # (x - m) - log(acc), as the eager op: x - (m + log(acc)) loses log(acc) next to
+            # a huge m (log_softmax([1e30, 1e30]) must be log(0.5), not 0)
+            stats.append(f"lsum = {dt}(math.log(acc))")
+            value = f"{dt}({dt}({x} - m) - lsum)"
     body = list(reads) + ([load_x] if prologue else []) + [f"{first.out} = {dt}({value})"]
     body += _node_lines(epilogue)
     body += [f"o{k}[r, c] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]

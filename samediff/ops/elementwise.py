@@ -48,10 +48,28 @@ def _round_half_away(x):
     return np.where(np.greater_equal(np.abs(x - t), 0.5), t + np.sign(x), t)
 
 
+#: gelu and swish are x * cdf(x), and the cdf is exactly 0 below these points in every float
+#: format (1 + tanh/erf rounds to 0; exp(-800) is 0 even in float64). Clamping x there changes
+#: no finite result and gives the limit -0.0 at -inf instead of -inf * 0 = NaN: the value the
+#: fused kernels give.
+_GELU_FLOOR, _SWISH_FLOOR = -40.0, -800.0
+
+
 def _gelu(x, *, approximate):
+    x = np.maximum(x, _GELU_FLOOR)  # NaN stays NaN
     if approximate:
         return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
     return 0.5 * x * (1.0 + _erf(x * _INV_SQRT2))
+
+
+def _swish(x):
+    x = np.maximum(x, _SWISH_FLOOR)
+    return x * _sigmoid(x)
+
+
+def _softsign(x):
+    # the limit +-1 at +-inf (not inf / inf = NaN), like the fused kernels
+    return np.where(np.isinf(x), np.sign(x), x / (1.0 + np.abs(x)))
 
 
 def _relu(x, *, cutoff):
@@ -95,7 +113,7 @@ unary("logical_not", np.logical_not, doc="Elementwise logical not (bool result).
 # --- activations (nn namespace) -------------------------------------------------------------
 unary("sigmoid", _sigmoid, namespace="nn", doc="Logistic sigmoid ``1 / (1 + exp(-x))``.")
 unary("softplus", _softplus, namespace="nn", doc="``log(1 + exp(x))``, overflow-free.")
-unary("softsign", lambda x: x / (1.0 + np.abs(x)), namespace="nn", doc="``x / (1 + |x|)``.")
+unary("softsign", _softsign, namespace="nn", doc="``x / (1 + |x|)`` (+-1 at +-inf).")
 unary("relu", _relu, namespace="nn", attrs={"cutoff": (Attr.FLOAT, 0.0)},
       doc="Rectified linear unit: ``x`` where ``x > cutoff``, else 0.")
 unary("relu6", lambda x: np.clip(x, 0, 6), namespace="nn", doc="``min(max(x, 0), 6)``.")
@@ -108,9 +126,9 @@ unary("selu", lambda x: _SELU_SCALE * np.where(np.greater(x, 0), x,
       namespace="nn", doc="Scaled exponential linear unit.")
 unary("gelu", _gelu, namespace="nn", attrs={"approximate": (Attr.BOOL, True)},
       doc="Gaussian error linear unit; ``approximate=True`` uses the tanh form (as JAX), "
-          "``False`` the exact erf form (ND4J's precise_gelu).")
-unary("swish", lambda x: x * _sigmoid(x), namespace="nn", aliases=("silu",),
-      doc="``x * sigmoid(x)`` (also called SiLU).")
+          "``False`` the exact erf form (ND4J's precise_gelu). ``gelu(-inf)`` is -0.0.")
+unary("swish", _swish, namespace="nn", aliases=("silu",),
+      doc="``x * sigmoid(x)`` (also called SiLU); ``swish(-inf)`` is -0.0.")
 unary("hard_sigmoid", lambda x: np.clip(0.2 * x + 0.5, 0.0, 1.0), namespace="nn",
       nd4j="hardSigmoid", doc="``clip(0.2 * x + 0.5, 0, 1)`` (ND4J's definition).")
 unary("hard_tanh", lambda x: np.clip(x, -1, 1), namespace="nn", nd4j="hardTanh",

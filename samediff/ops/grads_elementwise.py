@@ -83,6 +83,9 @@ nondifferentiable("isnan", "isinf", "isfinite", "logical_not")
 
 
 def _gelu(F: Any, x: Any, y: Any, g: Any, a: Any) -> Any:
+    # gelu' is exactly 0 / 1 beyond +-40 (as gelu is -0 / x there); clipping keeps x^3 and
+    # inf * 0 from turning that into NaN for huge or infinite x
+    x = F.clip_by_value(x, clip_min=-40.0, clip_max=40.0)
     if a.approximate:  # y = x/2 (1 + tanh(u)), u = c (x + A x^3)
         t = F.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x))
         dt = (1.0 - t * t) * (_SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_A * x * x))

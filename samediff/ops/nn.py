@@ -65,10 +65,17 @@ def _along(p, rank: int, axis: int):
 # --- softmax / log_softmax --------------------------------------------------------------------
 
 def _shifted(x, dim: int):
-    # Subtracting the max makes exp() overflow-free; a non-finite max (all -inf slice) is
-    # replaced by 0 so the slice does not become inf - inf = NaN before exp.
-    m = np.max(x, axis=dim, keepdims=True)
-    return x - np.where(np.isfinite(m), m, 0)
+    """``x`` minus its max along ``dim`` (so exp() cannot overflow).
+
+    Edge values, the same in every executor (the fused row kernels compute exactly this):
+    a slice holding +inf or NaN becomes NaN throughout (``inf - inf``: the normalizer
+    ``inf / inf`` is undefined; torch, JAX and SciPy give NaN too); an all -inf slice is
+    ``0 / 0`` = NaN; -inf entries of other slices give 0 (``log_softmax``: -inf). A size-0
+    ``dim`` has nothing to normalize: the result is empty (numpy's max would raise)."""
+    x = np.asarray(x)
+    if x.size == 0:
+        return x - x  # x - max(x)'s dtype, without reducing an empty axis
+    return x - np.max(x, axis=dim, keepdims=True)
 
 
 def _softmax(x, *, dim):
@@ -89,10 +96,12 @@ def _dim_shape(xs: Shape, a) -> Shape:
 _DIM = {"dim": (Attr.INT, -1)}
 define("softmax", ["x"], probed_infer("softmax", _dim_shape, (("dim", 0),)), _softmax,
        attrs=_DIM, namespace="nn", doc="``exp(x) / sum(exp(x))`` along ``dim``, shifted by the "
-       "max for stability.")
+       "max for stability (a slice holding +inf or NaN gives NaN; a size-0 ``dim``, an empty "
+       "result).")
 define("log_softmax", ["x"], probed_infer("log_softmax", _dim_shape, (("dim", 0),)),
        _log_softmax, attrs=_DIM, namespace="nn", nd4j="logSoftmax",
-       doc="``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability.")
+       doc="``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability (edge "
+       "values as softmax).")
 
 
 # --- layer_norm ---------------------------------------------------------------------------------
@@ -103,6 +112,52 @@ def _norm_axes(rank: int, dims) -> tuple[int, ...]:
     return normalize_dims(dims, rank)
 
 
+def _stats_dtype(dtype: np.dtype) -> np.dtype:
+    """Layer-norm statistics are computed in float64 for narrower floats (and ints): a float32
+    square overflows for |x| above ~1.8e19 and a float32 sum near 3.4e38. The fused row kernel
+    and the gradient rule use the same rule."""
+    return np.promote_types(dtype, np.float64) if dtype.kind in "fc" else np.dtype(np.float64)
+
+
+def _normalized(x, axes: tuple[int, ...], epsilon: float):
+    """``(x - mean) / sqrt(var + epsilon)`` (biased variance, like ND4J) over ``axes``, with
+    the statistics in ``_stats_dtype``, returned in x's float dtype (float64 for ints).
+    Temporaries are reused in place: fresh full-size buffers cost page faults, which on this
+    kind of machine cost more than the arithmetic."""
+    out_dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
+    xs = x.astype(_stats_dtype(x.dtype), copy=False)
+    mean = np.mean(xs, axis=axes, keepdims=True)
+    if x.dtype == np.float32:  # xs is a copy of x: square its deviations in place
+        d = np.subtract(xs, mean, out=xs)
+        var = np.mean(np.square(d, out=d), axis=axes, keepdims=True)
+        return _normalized_f32(x, mean, np.sqrt(var + epsilon))
+    d = xs - mean
+    with np.errstate(divide="ignore"):
+        rstd = 1.0 / np.sqrt(np.mean(np.square(d), axis=axes, keepdims=True) + epsilon)
+    return np.multiply(d, rstd, out=d).astype(out_dtype, copy=False)
+
+
+def _normalized_f32(x, mean, std):
+    """The fused row kernel's float32 arithmetic (``compiler.mathlib.row_norm_f32``), so that
+    eager and compiled results round alike: ``(x / p - m) * r - c`` with ``p`` a power of two
+    >= std for std above 1e30 (else 1: exact scaling that keeps x - mean from overflowing and
+    ``r = p / std`` normal for rows near 3.4e38), ``m`` the float32 ``mean / p`` and ``c`` the
+    share of its rounding error in the result (``x / p - m`` is exact near the mean, so
+    rounding the mean to float32 costs no digits)."""
+    f32 = np.float32
+    p = np.where(std > 1e30, np.ldexp(1.0, np.frexp(std)[1]), 1.0)
+    m = mean / p
+    m32 = m.astype(f32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = p / std
+        c = ((m - m32) * r).astype(f32)
+    out = np.multiply(x, (1.0 / p).astype(f32))
+    out -= m32
+    out *= r.astype(f32)
+    out -= c
+    return out
+
+
 def _layer_norm(x, gain, bias=None, *, dims, epsilon):
     x = np.asarray(x)
     axes = _norm_axes(x.ndim, dims)
@@ -110,9 +165,7 @@ def _layer_norm(x, gain, bias=None, *, dims, epsilon):
     def place(p):
         return p if np.ndim(p) == 0 else np.reshape(p, _placed_shape(np.shape(p), x.ndim, axes,
                                                                         "parameter"))
-    centered = x - np.mean(x, axis=axes, keepdims=True)
-    var = np.mean(np.square(centered), axis=axes, keepdims=True)  # biased, like ND4J
-    out = centered / np.sqrt(var + epsilon) * place(gain)
+    out = _normalized(x, axes, epsilon) * place(gain)
     return out if bias is None else out + place(bias)
 
 
@@ -128,7 +181,8 @@ define("layer_norm", ["x", "gain", "bias?"],
        probed_infer("layer_norm", _layer_norm_shape, (("dims", (0,)),)), _layer_norm,
        attrs={"dims": (Attr.INTS, (-1,)), "epsilon": (Attr.FLOAT, 1e-5)}, namespace="nn",
        nd4j="layerNorm", doc="Normalize over ``dims`` to mean 0 / (biased) variance 1, then "
-       "``* gain + bias``; gain/bias span the normalized dims (right-aligned, broadcastable).")
+       "``* gain + bias``; gain/bias span the normalized dims (right-aligned, broadcastable). "
+       "Statistics in float64 for float32 x (no overflow up to 3.4e38).")
 
 
 # --- batch_norm -------------------------------------------------------------------------------

@@ -2,10 +2,14 @@
 
 Every reduction takes ``dims`` (None = all dims; negative dims count from the end) and
 ``keep_dims``. Dtypes follow numpy: ``sum`` of int32 is int64, ``mean`` of ints is float64,
-``max`` of an empty axis raises (as numpy does) while ``sum`` of it is 0. Norms follow
-``numpy.linalg.norm``: integer and bool inputs give float64.
+``max`` of an empty axis raises (as numpy does) while ``sum`` of it is 0 (``prod`` 1, ``mean``
+NaN). Norms follow ``numpy.linalg.norm``: integer and bool inputs give float64. A float32
+``sum``/``mean`` whose float32 partial sums overflow is recomputed in float64 (``_rescued``),
+as the fused kernels accumulate.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -46,11 +50,47 @@ def _log_sum_exp(x, *, dims, keep_dims):
     return out
 
 
-# np.add.reduce is np.sum without its Python-level wrapper (same results and dtypes).
-reduction("sum", lambda x, *, dims, keep_dims: np.add.reduce(x, axis=dims, keepdims=keep_dims),
-          namespace="base", doc="Sum over ``dims`` (numpy dtype rules: small ints -> int64).")
-reduction("mean", lambda x, *, dims, keep_dims: np.mean(x, axis=dims, keepdims=keep_dims),
-          namespace="base", doc="Arithmetic mean over ``dims`` (ints -> float64).")
+_NARROW = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _finite(out) -> bool:
+    """All of a reduction's outputs finite? One dot product of the output with itself (~0.4
+    us, the cheapest numpy pass): it is not finite if an output is not (or, harmlessly, if
+    outputs above ~1e19 make the sum of squares overflow: _rescued then keeps them)."""
+    if out.ndim == 0:
+        return math.isfinite(out)
+    flat = out if out.ndim == 1 else out.reshape(-1)
+    return math.isfinite(flat.dot(flat))
+
+
+def _rescued(out, x, fn, dims, keep_dims):
+    """numpy sums float16/float32 in their own dtype, so a partial sum can overflow although
+    the total fits (``sum([3e38, 3e38, -3e38])`` is inf, or NaN from inf - inf); the fused
+    kernels accumulate in float64 and round once. Where the narrow result is not finite it is
+    recomputed that way, so every executor agrees; finite results are left untouched."""
+    wide = fn(x, axis=dims, keepdims=keep_dims, dtype=np.float64).astype(out.dtype)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(out), out, wide)
+
+
+def _sum(x, *, dims, keep_dims):
+    # np.add.reduce is np.sum without its Python-level wrapper (same results and dtypes)
+    out = np.add.reduce(x, axis=dims, keepdims=keep_dims)
+    if out.dtype in _NARROW and not _finite(out):  # (cheap checks first: the hot path)
+        return _rescued(out, x, np.add.reduce, dims, keep_dims)
+    return out
+
+
+def _mean(x, *, dims, keep_dims):
+    out = np.mean(x, axis=dims, keepdims=keep_dims)
+    if out.dtype in _NARROW and not _finite(out):
+        return _rescued(out, x, np.mean, dims, keep_dims)
+    return out
+
+
+reduction("sum", _sum, namespace="base",
+          doc="Sum over ``dims`` (numpy dtype rules: small ints -> int64).")
+reduction("mean", _mean, namespace="base", doc="Arithmetic mean over ``dims`` (ints -> float64).")
 reduction("prod", lambda x, *, dims, keep_dims: np.prod(x, axis=dims, keepdims=keep_dims),
           namespace="base", doc="Product over ``dims``.")
 reduction("max", lambda x, *, dims, keep_dims: np.max(x, axis=dims, keepdims=keep_dims),
