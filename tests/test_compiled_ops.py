@@ -233,7 +233,7 @@ FASTMATH_BOUNDS = {
     "tanh": _fm("tanh"), "sigmoid": _fm("sigmoid"), "softplus": _fm("softplus"),
     "erf": _fm("erf"),
     "log_sigmoid": _fm("softplus"),          # -softplus_f32(-x): negations are exact
-    "swish": _fm("sigmoid", 1),              # x * sigmoid_f32(x)
+    "swish": _fm("swish"),                   # swish_f32 (clamped: -0.0 at -inf)
     "elu": _fm("expm1", 2),                  # alpha * expm1_f32(min(x, 0)): constant + product
     "selu": _fm("expm1", 4),                 # scale * (alpha * expm1_f32(...)): two of each
     "gelu": _gelu_bound,                     # gelu_tanh_f32 / gelu_erf_f32
