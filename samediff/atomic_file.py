@@ -2,7 +2,7 @@
 
 Whatever fails (including KeyboardInterrupt), the temporary is removed and the target is left as
 it was: the rename is the only step that touches it, and it is atomic. The temporary
-``.<name>.XXXXXXXX.tmp`` stays locked (``flock``) while it is written, so the next write to the
+``.<name>.<8 random characters>.tmp`` stays locked (``flock``) while it is written, so the next write to the
 same target can tell a temporary left by a killed process (unlocked: removed) from a live one.
 A file-system failure is a ``SaveError`` (also an ``OSError``) naming the target and what to do.
 
@@ -117,7 +117,7 @@ def _fsync_dir(directory: str) -> None:
 
 # -- temporaries -----------------------------------------------------------------------------
 #
-# A save writes ``.<target name>.XXXXXXXX.tmp`` (``tempfile``'s 8 random characters) and holds an
+# A save writes ``.<target name>.<8 random characters>.tmp`` (``tempfile``'s 8 random characters) and holds an
 # exclusive ``flock`` on it until it has been renamed over the target. A process killed mid-save
 # leaves its temporary behind, but the kernel drops its lock, even on SIGKILL. So the next save
 # to the same target removes exactly the temporaries of that target that nobody holds locked:

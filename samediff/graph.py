@@ -603,6 +603,13 @@ def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: lis
     """A plan computing ``names`` with ``nodes`` from inputs of these concrete types (the
     inputs of the plan, in order, are ``sorted(input_types)``). Every node is re-typed first,
     so placeholders' -1 dims are known and a bad feed is reported with its node's name."""
+    types = infer_node_types(nodes, input_types)
+    return make_plan(nodes, sorted(input_types), names, types, exact_shapes=True, donate=donate)
+
+
+def infer_node_types(nodes: list[Node], input_types: dict[str, TensorType]) -> dict[str, TensorType]:
+    """The types of the inputs and of every value ``nodes`` compute from them (a node's error
+    names the node)."""
     types = dict(input_types)
     for node in nodes:
         try:
@@ -610,7 +617,7 @@ def typed_plan(nodes: list[Node], input_types: dict[str, TensorType], names: lis
         except (OpError, NdDTypeError) as err:
             raise type(err)(f"{err} [in node {node.name!r}]") from None
         types.update(zip(node.outputs, outs))
-    return make_plan(nodes, sorted(input_types), names, types, exact_shapes=True, donate=donate)
+    return types
 
 
 def as_value(x: Any) -> Any:

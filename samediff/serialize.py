@@ -11,7 +11,7 @@ Loading is bounded: ``graph.json`` is refused beyond ``MAX_GRAPH_JSON_BYTES`` (2
 each array member must declare exactly the size its ``.npy`` header and the graph's shape/dtype
 need, both checked before anything is inflated, and reads never go past the declared size.
 
-Saving is atomic: the file is written to a temporary ``.<name>.XXXXXXXX.tmp`` beside the target,
+Saving is atomic: the file is written to a temporary ``.<name>.<8 random characters>.tmp`` beside the target,
 fsynced, then renamed over it; a failed save removes its temporary and leaves the target as it
 was. The temporary stays locked (``flock``) while it is written, so the next save to the same
 target can tell a temporary left by a killed save (unlocked: removed) from a live one.

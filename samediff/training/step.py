@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NdDTypeError, OpError, TrainingError
-from ..graph import Node, SameDiff, VarInfo, VariableType, _check_feed, typed_plan
+from ..errors import TrainingError
+from ..graph import (Node, SameDiff, VarInfo, VariableType, _check_feed, infer_node_types,
+                     typed_plan)
 from ..interpreter import needed_nodes
 from ..ops import TensorType
 from ..array import type_of
@@ -281,7 +282,7 @@ class TrainStep:
         gradients = typed_plan(self._gradient_nodes,
                                _inputs_of(self._gradient_nodes, self._gradient_outputs, types),
                                self._gradient_outputs)
-        computed = _infer_types(self._gradient_nodes, types)
+        computed = infer_node_types(self._gradient_nodes, types)
         types = {**types, **{k: computed[k] for k in self._handoff}}
         # the new parameters and state are written straight into the old ones' buffers
         donate = {self.new_params[p]: p for p in self.params}
@@ -382,18 +383,6 @@ def _inputs_of(nodes: list[Node], outputs: list[str],
     """The entries of ``types`` that ``nodes`` (computing ``outputs``) read: a plan's inputs."""
     used = {i for n in nodes for i in n.inputs} | set(outputs)
     return {k: t for k, t in types.items() if k in used}
-
-
-def _infer_types(nodes: list[Node], input_types: dict[str, TensorType]) -> dict[str, TensorType]:
-    """Types of every value ``nodes`` compute from inputs of these types."""
-    types = dict(input_types)
-    for node in nodes:
-        try:
-            types.update(zip(node.outputs, node.op.infer_types([types[i] for i in node.inputs],
-                                                               node.attrs)))
-        except (OpError, NdDTypeError) as err:
-            raise type(err)(f"{err} [in node {node.name!r}]") from None
-    return types
 
 
 def _store(target: np.ndarray, value: np.ndarray) -> None:
