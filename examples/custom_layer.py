@@ -30,9 +30,9 @@ def bent_identity(x, *, slope):
 
 
 @bent_identity.gradient
-def _bent_identity_grad(F, ins, outs, gs, attrs):
-    """d/dx = x / (2 sqrt(x^2 + 1)) + slope, built from table ops (so it is traced, compiled
-    and saved like any other gradient)."""
+def _bent_identity_grad(ins, outs, gs, attrs):
+    """d/dx = x / (2 sqrt(x^2 + 1)) + slope, built from ordinary ops on the values (so it is
+    traced, compiled and saved like any other gradient)."""
     (x,), (g,) = ins, gs
     return [g * (x / ((x * x + 1.0).sqrt() * 2.0) + attrs.slope)]
 

@@ -3,7 +3,9 @@
 ``import nd4py as nd`` gives the eager API: creation functions, every op of the table at top
 level (``nd.exp``, ``nd.matmul``...) and in ND4J-like namespaces (``nd.math``, ``nd.nn``,
 ``nd.linalg``, ``nd.random``), the ``NDArray`` type, data types under ND4J names (``nd.FLOAT``)
-and numpy names (``nd.float32``), and ``SameDiff`` for define-and-run graphs.
+and numpy names (``nd.float32``), ``SameDiff`` for define-and-run graphs, ``nd.grad`` /
+``nd.value_and_grad`` for gradients of Python functions, and ``nd.compile`` / ``nd.graph_scope``
+to trace and compile.
 
 >>> import nd4py as nd
 >>> x = nd.create([[1.0, -2.0], [3.0, 4.0]])
@@ -27,6 +29,7 @@ from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, 
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
 from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
+from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.namespaces import OpNamespace
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
@@ -41,7 +44,7 @@ nn = OpNamespace("nd.nn", ("nn",), bind)
 linalg = OpNamespace("nd.linalg", ("linalg",), bind)
 base = OpNamespace("nd.base", ("base", "shape"), bind)
 _ALL_OPS = OpNamespace("nd4py", None, bind)
-loss = LossNamespace(_ALL_OPS)
+loss = LossNamespace()
 
 __version__ = "0.1.0"
 

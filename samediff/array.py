@@ -30,11 +30,30 @@ _PY_SCALARS = (bool, int, float)
 
 
 def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = None) -> Any:
-    """Run ``op`` eagerly, or record it in the current trace. Every op call ends here."""
+    """Run ``op`` eagerly, or record it. Every op call ends here.
+
+    Where it records: into the graph of an input that is a graph variable (an ``SDVariable``:
+    ``nd.exp(v)`` records into ``v``'s SameDiff), else into the current trace (the context
+    variable set by ``graph_scope`` / ``nd.compile``); with neither it runs eagerly."""
+    for x in inputs:
+        if type(x) is not NDArray and isinstance(x, OpSurface) and x._recorder is not None:
+            return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
     trace = CURRENT_TRACE.get()
     if trace is not None:
         return trace.record(op, inputs, attrs or {}, name)
     return run_eager(op, inputs, attrs)
+
+
+def _top_recorder(inputs: list) -> Any:
+    """The innermost graph among the inputs' (the one created last): in ``nd.grad`` of a
+    function that itself calls ``nd.grad``, the inner graph reads the outer one's values as
+    inputs, never the reverse (autograd's "top boxed argument")."""
+    top = None
+    for x in inputs:
+        recorder = getattr(x, "_recorder", None) if isinstance(x, OpSurface) else None
+        if recorder is not None and (top is None or recorder.level > top.level):
+            top = recorder
+    return top
 
 
 def run_eager(op: OpDef, inputs: list, attrs: dict | None) -> Any:

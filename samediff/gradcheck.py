@@ -60,24 +60,23 @@ def as_float64(sd: SameDiff) -> SameDiff:
     def widen(t: TensorType) -> TensorType:
         return t._replace(dtype=np.dtype(np.float64)) if t.dtype.kind == "f" and not t.weak else t
 
-    for info in sd._vars.values():
+    for info in sd.graph.vars.values():
         if info.producer is not None:
             continue
         value = info.value
         if value is not None and value.dtype.kind == "f" and not info.ttype.weak:
             value = value.astype(np.float64)
-        out._add_var(info.name, info.vtype, widen(info.ttype), value)
-    for node in sd._nodes:
+        out.graph.add_var(info.name, info.vtype, widen(info.ttype), value)
+    for node in sd.graph.nodes:
         attrs = dict(vars(node.attrs))
         for k, v in attrs.items():
             if isinstance(v, np.dtype) and v.kind == "f":
                 attrs[k] = np.dtype(np.float64)
-        result = out._record(node.op, [out._vars[i].sdvar for i in node.inputs], attrs, node.outputs[0])
-        results = result if isinstance(result, tuple) else (result,)
-        for r, want in zip(results, node.outputs):
-            if r.name != want:
-                out._rename(r.name, want)
-    out._losses = list(sd._losses)
+        made = out.graph.record(node.op, node.inputs, attrs, node.outputs[0])
+        for got, want in zip(made, node.outputs):
+            if got != want:  # a renamed secondary output
+                out.graph.rename(got, want)
+    out.set_loss_variables(*sd.loss_variables)
     return out
 
 
@@ -96,7 +95,7 @@ def check_gradients(sd: SameDiff, placeholders: Mapping[str, Any] | None = None,
              for k, v in (placeholders or {}).items()}
     names = wrt if wrt is not None else [v.name for v in g.trainable_variables()]
     analytic = {k: v.numpy() for k, v in g.calculate_gradients(feeds, *names).items()}
-    losses = list(g._losses)
+    losses = g.loss_variables
     rng = np.random.default_rng(seed)
 
     def total_loss() -> float:
@@ -105,7 +104,7 @@ def check_gradients(sd: SameDiff, placeholders: Mapping[str, Any] | None = None,
 
     result = GradCheckResult(passed=True)
     for name in names:
-        info = g._vars[name]
+        info = g.graph.var(name)
         is_feed = info.vtype is VariableType.PLACEHOLDER
         base = feeds[name] if is_feed else info.value
         flat = base.reshape(-1)  # a view: perturbations write into the graph's own value

@@ -1,10 +1,11 @@
 """Loss functions (ND4J's ``SDLoss``/``NDLoss``): ``sd.loss.<name>`` in graphs, ``nd.loss.<name>``
 eagerly.
 
-Every loss is written once, as a composite of table ops against an op namespace ``F`` (like the
-gradient rules): eagerly ``F`` runs ops through ``bind`` (so it is also traced inside
-``nd.graph_scope()``), in a graph it records them with ``sd._record``. Gradients, fusion and
-save/load therefore come for free; no loss has an op of its own.
+Every loss is written once, as a composite of ordinary table ops (operators, methods and
+``op.<name>(...)`` calls, like the gradient rules). Each op goes through ``bind``, which runs it
+eagerly, traces it inside ``nd.graph_scope()``, or records it into the graph of an
+``SDVariable`` input. Gradients, fusion and save/load therefore come for free; no loss has an op
+of its own.
 
 A loss is computed in three steps, as libnd4j's ``*_loss`` ops do:
 
@@ -47,16 +48,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from .array import NDArray, as_numpy
 from .errors import OpError
+from .ops.call import op
 from .surface import OpSurface
-
-if TYPE_CHECKING:
-    from .graph import SameDiff
 
 Array = Any  # NDArray, LazyArray, SDVariable, numpy array or nested lists
 
@@ -105,66 +104,66 @@ _REDUCE_ALIASES = {
 DEFAULT_REDUCTION = LossReduce.MEAN_BY_NONZERO_WEIGHT_COUNT
 
 
-# --- the per-example losses, each written once against an op namespace F -------------------
+# --- the per-example losses, each written once with ordinary ops ----------------------------
 # Inputs arrive validated: predictions floating point, dense labels already in their dtype.
 
-def _softmax_ce(F: Any, labels: Any, logits: Any, label_smoothing: float = 0.0) -> Any:
+def _softmax_ce(labels: Any, logits: Any, label_smoothing: float = 0.0) -> Any:
     if label_smoothing:
         classes = logits.shape[-1]
         if classes < 0:  # unknown until run time: count the class dim
-            classes = F.sum(F.ones_like(logits), dims=(-1,), keep_dims=True)
+            classes = op.sum(op.ones_like(logits), dims=(-1,), keep_dims=True)
         labels = labels * (1.0 - label_smoothing) + label_smoothing / classes
     # log_softmax subtracts the max before exponentiating: finite for any finite logits
-    return -F.sum(labels * F.log_softmax(logits, dim=-1), dims=(-1,))
+    return -op.sum(labels * op.log_softmax(logits, dim=-1), dims=(-1,))
 
 
-def _sparse_softmax_ce(F: Any, labels: Any, logits: Any) -> Any:
+def _sparse_softmax_ce(labels: Any, logits: Any) -> Any:
     classes = logits.shape[-1]
     if classes >= 0:
-        one_hot = F.one_hot(labels, depth=classes, dtype=logits.dtype)
+        one_hot = op.one_hot(labels, depth=classes, dtype=logits.dtype)
     else:  # class count unknown until run time: compare with a 0..C-1 ramp along the last dim
-        ramp = F.cumsum(F.ones_like(logits), axis=-1, exclusive=True)
-        index = F.expand_dims(F.cast(labels, dtype=logits.dtype), axis=-1)
-        one_hot = F.cast(F.eq(ramp, index), dtype=logits.dtype)
-    return _softmax_ce(F, one_hot, logits)
+        ramp = op.cumsum(op.ones_like(logits), axis=-1, exclusive=True)
+        index = op.expand_dims(op.cast(labels, dtype=logits.dtype), axis=-1)
+        one_hot = op.cast(op.eq(ramp, index), dtype=logits.dtype)
+    return _softmax_ce(one_hot, logits)
 
 
-def _sigmoid_ce(F: Any, labels: Any, logits: Any, label_smoothing: float = 0.0) -> Any:
+def _sigmoid_ce(labels: Any, logits: Any, label_smoothing: float = 0.0) -> Any:
     if label_smoothing:
         labels = labels * (1.0 - label_smoothing) + 0.5 * label_smoothing
     # -z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x)) == softplus(x) - x z; softplus is the
     # overflow-free log(1 + exp(x)), so this is finite for any finite logits
-    return F.softplus(logits) - logits * labels
+    return op.softplus(logits) - logits * labels
 
 
-def _mean_squared_error(F: Any, labels: Any, predictions: Any) -> Any:
-    return F.squared_difference(predictions, labels)
+def _mean_squared_error(labels: Any, predictions: Any) -> Any:
+    return op.squared_difference(predictions, labels)
 
 
-def _absolute_difference(F: Any, labels: Any, predictions: Any) -> Any:
-    return F.abs(predictions - labels)
+def _absolute_difference(labels: Any, predictions: Any) -> Any:
+    return op.abs(predictions - labels)
 
 
-def _log_loss(F: Any, labels: Any, predictions: Any, epsilon: float = 1e-7) -> Any:
+def _log_loss(labels: Any, predictions: Any, epsilon: float = 1e-7) -> Any:
     # ND4J's formula; clipping to [0, 1] first keeps rounding just outside (1 + 1e-7) from NaN
-    p = F.clip_by_value(predictions, clip_min=0.0, clip_max=1.0)
-    return -(labels * F.log(p + epsilon) + (1.0 - labels) * F.log(1.0 - p + epsilon))
+    p = op.clip_by_value(predictions, clip_min=0.0, clip_max=1.0)
+    return -(labels * op.log(p + epsilon) + (1.0 - labels) * op.log(1.0 - p + epsilon))
 
 
-def _huber_loss(F: Any, labels: Any, predictions: Any, delta: float = 1.0) -> Any:
+def _huber_loss(labels: Any, predictions: Any, delta: float = 1.0) -> Any:
     # 0.5 d^2 for |d| < delta, delta |d| - 0.5 delta^2 beyond, written without a branch
-    a = F.abs(predictions - labels)
-    q = F.minimum(a, delta)
+    a = op.abs(predictions - labels)
+    q = op.minimum(a, delta)
     return 0.5 * q * q + delta * (a - q)
 
 
-def _cosine_distance(F: Any, labels: Any, predictions: Any, dimension: int = -1) -> Any:
-    return 1.0 - F.sum(labels * predictions, dims=(dimension,), keep_dims=True)
+def _cosine_distance(labels: Any, predictions: Any, dimension: int = -1) -> Any:
+    return 1.0 - op.sum(labels * predictions, dims=(dimension,), keep_dims=True)
 
 
-def _hinge_loss(F: Any, labels: Any, predictions: Any) -> Any:
+def _hinge_loss(labels: Any, predictions: Any) -> Any:
     signs = labels * 2.0 - 1.0  # ND4J: {0, 1} labels are used as {-1, 1}
-    return F.relu(1.0 - signs * predictions)
+    return op.relu(1.0 - signs * predictions)
 
 
 def _drop_last(shape: tuple, params: dict) -> tuple:
@@ -178,7 +177,7 @@ def _keep_dimension(shape: tuple, params: dict) -> tuple:
 
 @dataclass(frozen=True)
 class LossDef:
-    """One loss: ``per_example(F, labels, predictions, **params)`` gives ``E``, whose static
+    """One loss: ``per_example(labels, predictions, **params)`` gives ``E``, whose static
     shape is ``loss_shape(predictions.shape, params)`` (elementwise losses: that shape)."""
 
     name: str
@@ -334,43 +333,53 @@ def _fit_weights(loss: str, wshape: tuple, eshape: tuple, shapes: str) -> tuple[
 
 # --- building: conversions, the per-example loss, weights and the reduction -----------------
 
-def _cast(F: Any, x: Any, dtype: np.dtype) -> Any:
-    return x if x.dtype == dtype else F.cast(x, dtype=dtype)
+def _cast(x: Any, dtype: np.dtype) -> Any:
+    return x if x.dtype == dtype else op.cast(x, dtype=dtype)
 
 
-def build_loss(F: Any, spec: LossDef, checked: _Checked, reduction: LossReduce,
-               params: dict) -> Any:
-    """Record/run ``spec`` with the ops of ``F`` on inputs that passed ``_check``."""
+def build_loss(spec: LossDef, checked: _Checked, reduction: LossReduce, params: dict) -> Any:
+    """Run/record ``spec`` on inputs that passed ``_check``."""
     predictions = checked.predictions
-    labels = checked.labels if spec.sparse_labels else _cast(F, checked.labels, predictions.dtype)
-    e = spec.per_example(F, labels, predictions, **params)
+    labels = checked.labels if spec.sparse_labels else _cast(checked.labels, predictions.dtype)
+    e = spec.per_example(labels, predictions, **params)
     w = checked.weights
     if w is not None:
-        w = _cast(F, w, predictions.dtype)
+        w = _cast(w, predictions.dtype)
         change = checked.weight_rank_change
         for _ in range(change):
-            w = F.expand_dims(w, axis=-1)
+            w = op.expand_dims(w, axis=-1)
         for _ in range(-change):
-            w = F.squeeze(w, axis=(-1,))
+            w = op.squeeze(w, axis=(-1,))
         e = e * w
     if reduction is LossReduce.NONE:
         return e
     if reduction is LossReduce.SUM or (w is None and 0 in checked.loss_shape):
-        return F.sum(e)  # (ND4J's mean of an empty loss is 0, the empty sum)
+        return op.sum(e)  # (ND4J's mean of an empty loss is 0, the empty sum)
     if w is None:  # without weights both means are the plain mean
-        return F.mean(e)
-    total = F.sum(e)
+        return op.mean(e)
+    total = op.sum(e)
     full = tuple(w.shape) == tuple(e.shape) and all(d >= 0 for d in e.shape)
-    w_full = w if full else w * F.ones_like(e)  # the weights as broadcast to E
+    w_full = w if full else w * op.ones_like(e)  # the weights as broadcast to E
     if reduction is LossReduce.MEAN_BY_WEIGHT:
-        denominator = F.sum(w_full)
+        denominator = op.sum(w_full)
     else:
-        denominator = F.sum(F.cast(F.neq(w_full, 0.0), dtype=e.dtype))
-    zero = F.eq(denominator, 0.0)  # ND4J: 0, not NaN; the inner where keeps gradients finite
-    return F.where(zero, 0.0, total / F.where(zero, 1.0, denominator))
+        denominator = op.sum(op.cast(op.neq(w_full, 0.0), dtype=e.dtype))
+    zero = op.eq(denominator, 0.0)  # ND4J: 0, not NaN; the inner where keeps gradients finite
+    return op.where(zero, 0.0, total / op.where(zero, 1.0, denominator))
 
 
 # --- the user-facing namespace (sd.loss, nd.loss) ------------------------------------------
+
+def _graphs_of(sd: Any, *values: Any) -> list:
+    """The graph IRs a loss call records into: its SameDiff's, and those of graph-variable
+    inputs (``nd.loss`` on SDVariables)."""
+    graphs = [sd.graph] if sd is not None else []
+    for v in values:
+        recorder = getattr(v, "_recorder", None) if isinstance(v, OpSurface) else None
+        if recorder is not None:
+            graphs.append(recorder.graph)
+    return graphs
+
 
 def _leading_name(method: Callable) -> Callable:
     """Allow ND4J's leading output name: ``sd.loss.logLoss("loss", labels, predictions)``."""
@@ -386,15 +395,14 @@ def _leading_name(method: Callable) -> Callable:
 
 
 class LossNamespace:
-    """The loss functions, applied with an op namespace ``F``.
+    """The loss functions.
 
     With ``graph`` (``sd.loss``) results are SDVariables named ``name`` (default: the loss
     name, made unique), their intermediate ops are scoped under the loss name, and each result
     is marked as a loss of the graph. Without (``nd.loss``) they are computed eagerly, or traced
     inside ``nd.graph_scope()``; ``name`` is then ignored."""
 
-    def __init__(self, F: Any, graph: "SameDiff | None" = None) -> None:
-        self._F = F
+    def __init__(self, graph: Any = None) -> None:
         self._graph = graph
         self._title = "nd.loss" if graph is None else "sd.loss"
 
@@ -403,16 +411,33 @@ class LossNamespace:
         spec = LOSSES[spec_name]
         mode = LossReduce.of(reduction, spec.name)
         checked = _check(spec, labels, predictions, weights, params)
+        # a loss is several ops: if one fails, the graphs it was recording into get back the
+        # structure they had (one op failing leaves nothing; a loss must not leave a prefix)
+        graphs = {id(g): g for g in _graphs_of(self._graph, labels, predictions, weights)}
+        saved = [(g, g.copy()) for g in graphs.values()]
+        try:
+            return self._build(spec, checked, mode, name, params)
+        except BaseException:
+            for g, copy in saved:
+                g.restore_from(copy)
+            raise
+
+    def _build(self, spec: LossDef, checked: _Checked, mode: LossReduce, name: str | None,
+               params: dict) -> Any:
         graph = self._graph
         if graph is None:
-            return build_loss(self._F, spec, checked, mode, params)
-        target = graph._new_name(name, spec.name)  # checked before any op is recorded
+            for field in ("labels", "predictions", "weights"):  # ops dispatch on arrays
+                value = getattr(checked, field)
+                if isinstance(value, np.ndarray):
+                    setattr(checked, field, NDArray(value))
+            return build_loss(spec, checked, mode, params)
+        target = graph.graph.new_name(name, spec.name)  # checked before any op is recorded
         with graph.name_scope(spec.name):
             for field in ("labels", "predictions", "weights"):  # one constant per array input
                 value = getattr(checked, field)
                 if isinstance(value, np.ndarray) or type(value) is NDArray:
                     setattr(checked, field, graph.constant(as_numpy(value)))
-            out = build_loss(self._F, spec, checked, mode, params)
+            out = build_loss(spec, checked, mode, params)
         out.rename(target)
         return out.mark_as_loss()
 

@@ -6,15 +6,12 @@ registered later appears everywhere at once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .binding import split_call
 from .losses import LossNamespace
 from .ops import REGISTRY, OpDef
 from .ops.registry import names_to_ops
-
-if TYPE_CHECKING:
-    from .graph import SameDiff
 
 Applier = Callable[[OpDef, list, dict, "str | None"], Any]
 
@@ -78,27 +75,28 @@ SAMEDIFF_NAMESPACES = {"math": ("math",), "nn": ("nn",), "random": ("random",),
                        "creation": ("creation",)}
 
 
-def attach_namespaces(sd: "SameDiff") -> None:
+def attach_namespaces(sd: Any) -> None:
     """Give a SameDiff its ``sd.math``/``sd.nn``/... namespaces and ``sd.ops`` (every op)."""
     for attr, namespaces in SAMEDIFF_NAMESPACES.items():
         setattr(sd, attr, OpNamespace(f"sd.{attr}", namespaces, sd._record, leading_name=True))
     sd.all_ops = OpNamespace("sd", None, sd._record, leading_name=True)  # type: ignore[attr-defined]
-    sd.loss = LossNamespace(OpNamespace("sd.loss ops", None, sd._record), sd)  # type: ignore[attr-defined]
+    sd.loss = LossNamespace(sd)  # type: ignore[attr-defined]
 
 
-def summary_text(sd: "SameDiff") -> str:
+def summary_text(sd: Any) -> str:
     """Variables (name, type, shape, dtype, producing op) then ops (name, op, attrs, wiring)."""
     rows = [("Name", "Type", "Shape", "DType", "Op")]
-    for info in sd._vars.values():
+    graph = sd.graph
+    for info in graph.vars.values():
         shape = "(" + ", ".join("?" if d < 0 else str(d) for d in info.ttype.shape) + ")"
         rows.append((info.name, info.vtype.value, shape, info.ttype.dtype.name,
                      info.producer.op.name if info.producer else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [f"--- SameDiff: {len(sd._vars)} variables, {len(sd._nodes)} ops ---"]
+    lines = [f"--- SameDiff: {len(graph.vars)} variables, {len(graph.nodes)} ops ---"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    if sd._nodes:
+    if graph.nodes:
         lines.append("--- Ops (execution order) ---")
-        for i, node in enumerate(sd._nodes):
+        for i, node in enumerate(graph.nodes):
             attrs = "" if not node.attrs.__dict__ else f" {node.attrs!r}"
             lines.append(f"{i:>4}  {node.name}: {node.op.name}{attrs}"
                          f"({', '.join(node.inputs)}) -> {', '.join(node.outputs)}")

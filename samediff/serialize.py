@@ -45,17 +45,19 @@ import os
 import reprlib
 import zipfile
 import zlib
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from .dtypes import to_dtype
 from .atomic_file import write_atomically
 from .errors import (CorruptFileError, FormatVersionError, NdError, SerializationError,
-                     UnknownOpError, UnsafeFileError)
-from .graph import Node, SameDiff, VariableType
+                     TrainingError, UnknownOpError, UnsafeFileError)
+from .ir import Graph, Node, VariableType
 from .ops import REGISTRY, TensorType
 from .ops.registry import encode_attr
+from .training.config import TrainingConfig
+from .training.state import UpdaterState
 
 FORMAT = "nd4py-samediff"
 VERSION = 1
@@ -86,8 +88,18 @@ _short.maxlevel = 3
 # Saving
 # --------------------------------------------------------------------------------------------
 
-def save(sd: SameDiff, path: str | os.PathLike, *, save_updater_state: bool = True) -> None:
-    """Write ``sd`` to ``path`` atomically (an existing file survives any failure).
+class Saved(NamedTuple):
+    """What a file holds: the graph, its losses, training config and updater state."""
+
+    graph: Graph
+    losses: list[str]
+    training_config: Any
+    updater_state: Any
+
+
+def save(sd: Any, path: str | os.PathLike, *, save_updater_state: bool = True) -> None:
+    """Write ``sd`` (a ``SameDiff``: its ``graph``, ``loss_variables``, ``training_config`` and
+    ``updater_state``) to ``path`` atomically (an existing file survives any failure).
 
     The training config (if set) is saved in ``training``; with ``save_updater_state`` the
     updater's per-variable arrays and its iteration/epoch counters are saved too, so a loaded
@@ -110,10 +122,11 @@ def save(sd: SameDiff, path: str | os.PathLike, *, save_updater_state: bool = Tr
     write_atomically(path, write)
 
 
-def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
+def _to_document(sd: Any, save_updater_state: bool) -> tuple[dict, list]:
     """The graph.json document and the ``(member name, array)`` pairs to store beside it."""
     variables, arrays = [], []
-    for i, info in enumerate(sd._vars.values()):
+    graph, config, state = sd.graph, sd.training_config, sd.updater_state
+    for i, info in enumerate(graph.vars.values()):
         member = None
         if info.value is not None:
             member = f"arrays/{i}.npy"
@@ -122,7 +135,7 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
                           "dtype": info.ttype.dtype.name, "shape": list(info.ttype.shape),
                           "weak": bool(info.ttype.weak), "array": member})
     nodes = []
-    for node in sd._nodes:
+    for node in graph.nodes:
         attrs = {k: encode_attr(v) for k, v in vars(node.attrs).items()}
         for key, value in attrs.items():
             try:
@@ -136,13 +149,12 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
         nodes.append({"name": node.name, "op": node.op.name, "attrs": attrs,
                       "inputs": list(node.inputs), "outputs": list(node.outputs)})
     training, updater_state = None, {}
-    if sd._training_config is not None:
-        training = sd._training_config.to_dict()
-    if save_updater_state and sd._updater_state.arrays:
-        state = sd._updater_state
+    if config is not None:
+        training = config.to_dict()
+    if save_updater_state and state.arrays:
         slots: dict[str, dict[str, str]] = {}
         for k, (param, per_slot) in enumerate(sorted(state.arrays.items())):
-            info = sd._vars.get(param)
+            info = graph.vars.get(param)
             if info is None or info.vtype is not VariableType.VARIABLE:
                 continue  # state of a variable since frozen or removed: not part of the model
             slots[param] = {}
@@ -152,12 +164,12 @@ def _to_document(sd: SameDiff, save_updater_state: bool) -> tuple[dict, list]:
                 slots[param][slot] = member
         updater_state = {"iteration": state.iteration, "epoch": state.epoch,
                          "batch": state.batch, "arrays": slots}
-    elif save_updater_state and (sd._updater_state.iteration or sd._updater_state.epoch):
-        state = sd._updater_state  # a stateless updater (Sgd): only the counters
+    elif save_updater_state and (state.iteration or state.epoch):
+        # a stateless updater (Sgd): only the counters
         updater_state = {"iteration": state.iteration, "epoch": state.epoch,
                          "batch": state.batch, "arrays": {}}
     doc = {"format": FORMAT, "version": VERSION, "variables": variables, "nodes": nodes,
-           "loss_variables": list(sd._losses), "training": training,
+           "loss_variables": list(sd.loss_variables), "training": training,
            "updater_state": updater_state}
     return doc, arrays
 
@@ -188,9 +200,8 @@ def _check_attrs_round_trip(node: Any, encoded: dict) -> None:
 # raise at each step into a ``CorruptFileError`` naming the file; ``load`` keeps a last net for
 # whatever the graph machinery (op inference, variable creation) raises on data it rejects.
 
-def load(path: str | os.PathLike, cls: type = SameDiff, *,
-         max_graph_bytes: int | None = None) -> SameDiff:
-    """Read a graph written by ``save`` into a new ``cls`` (a ``SameDiff``).
+def load(path: str | os.PathLike, *, max_graph_bytes: int | None = None) -> Saved:
+    """Read what ``save`` wrote (``SameDiff.load`` makes a SameDiff of it).
 
     A missing or unreadable file raises the plain ``OSError`` (e.g. ``FileNotFoundError``);
     a damaged one a ``SerializationError`` subclass naming it (``CorruptFileError``,
@@ -203,7 +214,7 @@ def load(path: str | os.PathLike, cls: type = SameDiff, *,
         try:
             with _open_zip(f, path) as zf:
                 doc = _read_document(zf, path, limit)
-                return _build(doc, zf, path, cls)
+                return _build(doc, zf, path)
         except (SerializationError, MemoryError):
             raise  # ours name the file; MemoryError is the machine's, not the file's
         except NdError as exc:  # the graph machinery rejected the content
@@ -330,14 +341,14 @@ def _check_json_bounds(doc: Any, path: str) -> None:
                                    f"{_short.repr(value)}, outside the int64 range")
 
 
-def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
+def _build(doc: dict, zf: zipfile.ZipFile, path: str) -> Saved:
     def bad(msg: str) -> CorruptFileError:
         return CorruptFileError(f"load: {path!r}: {msg}")
 
     variables, nodes = doc.get("variables"), doc.get("nodes")
     if not isinstance(variables, list) or not isinstance(nodes, list):
         raise bad("graph.json needs 'variables' and 'nodes' lists")
-    sd = cls()
+    graph = Graph()
     types: dict[str, TensorType] = {}
     for entry in variables:
         name, vtype, ttype, member = _parse_variable(entry, bad)
@@ -351,12 +362,12 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
         elif member is not None:
             raise bad(f"{vtype} {name!r} cannot hold an array")
         types[name] = ttype
-        sd._add_var(name, VariableType(vtype), ttype, value)
+        graph.add_var(name, VariableType(vtype), ttype, value)
 
-    available = {n for n, i in sd._vars.items() if i.vtype is not VariableType.ARRAY}
+    available = {n for n, i in graph.vars.items() if i.vtype is not VariableType.ARRAY}
     for entry in nodes:
         node_name, op, attrs, inputs, outputs = _parse_node(entry, bad, path)
-        if node_name in sd._node_names:
+        if node_name in graph.node_names:
             raise bad(f"node name {node_name!r} is used twice")
         for i in inputs:
             if i not in available:
@@ -371,7 +382,7 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
                       f"its op produces {len(inferred)}")
         node = Node(node_name, op, attrs, inputs, outputs)
         for out, t in zip(outputs, inferred):
-            info = sd._vars.get(out)
+            info = graph.vars.get(out)
             if info is None or info.vtype is not VariableType.ARRAY or info.producer is not None:
                 raise bad(f"node {node_name!r} output {out!r} is not an unproduced ARRAY variable")
             if t != info.ttype:
@@ -379,34 +390,31 @@ def _build(doc: dict, zf: zipfile.ZipFile, path: str, cls: type) -> SameDiff:
                           f"({op.name}) infers {t} from its inputs")
             info.producer = node
             available.add(out)
-        sd._nodes.append(node)
-        sd._node_names.add(node_name)
-    orphans = [n for n, i in sd._vars.items() if i.vtype is VariableType.ARRAY and not i.producer]
+        graph.nodes.append(node)
+        graph.node_names.add(node_name)
+    orphans = [n for n, i in graph.vars.items() if i.vtype is VariableType.ARRAY and not i.producer]
     if orphans:
         raise bad(f"ARRAY variable(s) {orphans[:5]} are produced by no node")
     losses = doc.get("loss_variables", [])
-    if not _str_list(losses) or not all(n in sd._vars for n in losses):
+    if not _str_list(losses) or not all(n in graph.vars for n in losses):
         raise bad(f"loss_variables {_short.repr(losses)} must name variables of the graph")
-    sd._losses = list(losses)
-    _load_training(sd, doc, zf, path, bad)
-    return sd
+    graph.validate()
+    config, state = _load_training(graph, doc, zf, path, bad)
+    return Saved(graph, list(losses), config, state)
 
 
-def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad: Any) -> None:
+def _load_training(graph: Graph, doc: dict, zf: zipfile.ZipFile, path: str,
+                   bad: Any) -> tuple[Any, UpdaterState]:
     """Training config and updater state (absent in files saved before training existed)."""
-    from .errors import TrainingError
-    from .training.config import TrainingConfig
-    from .training.step import UpdaterState
-    training = doc.get("training")
+    training, config = doc.get("training"), None
     if training is not None:
         if not isinstance(training, dict):
             raise bad("'training' must be an object")
         try:
-            sd._training_config = TrainingConfig.from_dict(training)
-            config = sd._training_config
+            config = TrainingConfig.from_dict(training)
             for name in [*config.feature_mapping, *config.label_mapping,
                          *(config.loss_variables or [])]:
-                sd._info(name)
+                graph.var(name)
         except (TrainingError, NdError, TypeError, ValueError, KeyError, AttributeError,
                 OverflowError) as exc:
             raise bad(f"training config cannot be restored: {exc}") from exc
@@ -414,7 +422,7 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
     if not isinstance(state, dict):
         raise bad("'updater_state' must be an object")
     if not state:
-        return
+        return config, UpdaterState()
     it, ep, per_param = state.get("iteration"), state.get("epoch"), state.get("arrays", {})
     batch = state.get("batch", 0)
     if not (all(type(v) is int and v >= 0 for v in (it, ep, batch))
@@ -423,7 +431,7 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
                   "'batch' and an 'arrays' object")
     restored = UpdaterState(it, ep, batch)
     for param, slots in per_param.items():
-        info = sd._vars.get(param)
+        info = graph.vars.get(param)
         if info is None or info.vtype is not VariableType.VARIABLE or not isinstance(slots, dict):
             raise bad(f"updater state for {param!r}, which is not a VARIABLE of the graph")
         if not all(isinstance(member, str) for member in slots.values()):
@@ -431,7 +439,7 @@ def _load_training(sd: SameDiff, doc: dict, zf: zipfile.ZipFile, path: str, bad:
         restored.arrays[param] = {
             slot: _read_array(zf, member, f"{param} (updater slot {slot})", info.ttype, path)
             for slot, member in slots.items()}
-    sd._updater_state = restored
+    return config, restored
 
 
 def _parse_variable(entry: Any, bad: Any) -> tuple[str, str, TensorType, str | None]:

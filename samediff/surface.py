@@ -22,7 +22,10 @@ class OpSurface:
     """
 
     __slots__ = ()
-    __array_ufunc__ = None  # numpy defers ``ndarray + x`` to our reflected operators
+    __array_ufunc__ = None
+    #: Where ``bind`` records ops on this value: a graph's recorder for graph variables
+    #: (``samediff/recorder.py``), None for arrays (eager, or the current trace).
+    _recorder: Any = None  # numpy defers ``ndarray + x`` to our reflected operators
 
     # -- operators ------------------------------------------------------------------------
     __hash__ = object.__hash__  # comparisons are elementwise, identity stays the hash

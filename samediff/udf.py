@@ -13,7 +13,7 @@ Loading a graph whose UDF is not registered raises ``UnknownOpError`` naming it.
 ...     "(x + y) * scale"
 ...     return (x + y) * scale
 >>> @scaled_add.gradient
-... def _(F, ins, outs, gs, attrs):
+... def _(ins, outs, gs, attrs):
 ...     g = gs[0] * attrs.scale
 ...     return [g, g]
 >>> scaled_add(np.ones(2), np.ones(2), scale=3.0).numpy().tolist()
@@ -21,6 +21,7 @@ Loading a graph whose UDF is not registered raises ``UnknownOpError`` naming it.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Mapping, Sequence
 
 from . import surface
@@ -28,6 +29,7 @@ from .array import bind
 from .binding import split_call
 from .errors import OpError
 from .ops import REGISTRY, Attr, OpDef, TensorType, define
+from .ops.call import op as _op
 from .ops.families import broadcast_shapes, probe_dtypes
 from .ops.registry import NONDIFF, AttrKind
 from .ops.validate import check_op
@@ -55,6 +57,20 @@ def _elementwise_infer(op_name: str) -> Callable:
     return infer
 
 
+def table_rule(rule: Callable[..., list]) -> Callable[..., list]:
+    """``rule`` in the table's convention ``rule(ins, outs, gs, attrs)``: a five-parameter rule
+    ``rule(F, ins, outs, gs, attrs)`` (the earlier convention, ``F`` an op namespace) is
+    adapted by passing ``op`` as ``F`` (``F.mul(a, b)`` is ``op.mul(a, b)``)."""
+    try:
+        params = [p for p in inspect.signature(rule).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # no signature to read: assume the current convention
+        return rule
+    if len(params) == 5:
+        return lambda ins, outs, gs, attrs: rule(_op, ins, outs, gs, attrs)
+    return rule
+
+
 class UserOp:
     """The callable handle of a registered UDF: call it eagerly, decorate its gradient."""
 
@@ -68,9 +84,11 @@ class UserOp:
         return bind(self.op, inputs, attrs, name)
 
     def gradient(self, rule: Callable[..., list]) -> Callable[..., list]:
-        """Decorator: the UDF's gradient rule ``rule(F, ins, outs, gs, attrs)``, written with
-        existing ops (``F.mul``, operators on the variables...)."""
-        object.__setattr__(self.op, "grad", rule)
+        """Decorator: the UDF's gradient rule ``rule(ins, outs, gs, attrs) -> [grad per input]``,
+        written with existing ops on the values (operators, methods, ``samediff.ops.call.op``).
+        A rule written the earlier way, ``rule(F, ins, outs, gs, attrs)``, still works (its
+        ``F`` is ``op``)."""
+        object.__setattr__(self.op, "grad", table_rule(rule))
         return rule
 
     def __repr__(self) -> str:
@@ -95,7 +113,7 @@ def register(name: str, forward: Callable[..., Any], *, inputs: Sequence[str] = 
     kinds = _property_kinds(properties or {})
     op = define(name, list(inputs), infer or _elementwise_infer(name), forward, attrs=kinds,
                 namespace="udf", doc=doc or (forward.__doc__ or f"User-defined op {name}.").strip(),
-                grad=gradient if gradient is not None else NONDIFF)
+                grad=table_rule(gradient) if gradient is not None else NONDIFF)
     problems = check_op(op)
     if problems:
         del REGISTRY[name]

@@ -10,6 +10,13 @@ Inputs are float64 arrays (or Python scalars, which stay *weak*); ``cast_inputs`
 the dtype a test runs in. Samples that run in integer dtypes hold integral values only, and
 avoid the points where an op is undefined or not smooth (log of <= 0, acos at ±1, ties at a
 relu cutoff, halves for floor/ceil...).
+
+The suites read every op's samples: eager vs reference, inference, SameDiff and save/load
+(``test_op_table.py``, ``test_serialize.py``), compiled vs interpreter for fusable ops
+(``test_compiled_ops.py``) and, for differentiable elementwise ops and reductions, finite
+differences on every ``smooth`` float sample (``test_gradients_elementwise.py``). A sample that
+sits on an op's kinks, ties, jumps or non-finite values says ``smooth=False``; edge values
+(±inf, NaN, -0.0) belong in such a sample, with a reference that gives the limits.
 """
 from __future__ import annotations
 
@@ -80,6 +87,9 @@ class Sample:
     check: Callable | None = None        # random ops: check(result: np.ndarray, attrs)
     #: a leading -1 (unknown) dim makes the output shape unknowable: the op must refuse
     dynamic_refuses: bool = False
+    #: the inputs keep away from the op's kinks, ties, jumps and non-finite values: finite
+    #: differences apply (the gradient suite checks every smooth float sample)
+    smooth: bool = True
 
 
 def expected_dtype(sample: Sample, dtype: str) -> np.dtype:
@@ -123,8 +133,16 @@ S = Sample
 SAMPLES: dict[str, list[Sample]] = {}
 
 
-def unary_op(name, f, *arrays, **kw):
+def unary_op(name, f, *arrays, edges=None, **kw):
+    """One sample per array; ``edges``: one more (``smooth=False``) holding edge values."""
     SAMPLES[name] = [S([a], reference=pw(f), **kw) for a in arrays]
+    if edges is not None:
+        SAMPLES[name].append(S([np.array(edges)], reference=pw(f), smooth=False,
+                               **{k: v for k, v in kw.items() if k != "dtypes"}))
+
+
+#: edge values for ``unary_op(..., edges=...)`` (every float format holds them exactly)
+EDGES = [-math.inf, -0.0, 0.0, math.inf, math.nan]
 
 
 def add_samples(name, *samples):
@@ -134,7 +152,7 @@ def add_samples(name, *samples):
 # --- unary math -----------------------------------------------------------------------------
 unary_op("neg", lambda v: -v, iv(2, 3), iv(3, 1, 2), iv(), dtypes=NUMERIC)
 unary_op("abs", abs, iv(2, 3), iv(4, 1), dtypes=NUMERIC)
-unary_op("sign", sign_of, iv(2, 3), iv(1, 5), dtypes=NUMERIC)
+unary_op("sign", sign_of, iv(2, 3), iv(1, 5), dtypes=NUMERIC, smooth=False)  # zeros: jumps
 add_samples("sign", S([u(2, 2)], reference=pw(sign_of)))
 unary_op("exp", math.exp, u(2, 3), u(3, 1, 2))
 add_samples("exp", S([iv(2, 2)], reference=pw(math.exp), dtypes=INTS, out_dtype="float64"))
@@ -161,11 +179,12 @@ unary_op("cosh", math.cosh, u(2, 3), u(3, 1))
 unary_op("tanh", math.tanh, u(2, 3, lo=-4, hi=4), u(3, 1))
 unary_op("floor", math.floor, away_from_int(2, 3), away_from_int(3, 1))
 unary_op("ceil", math.ceil, away_from_int(2, 3), away_from_int(3, 1))
-unary_op("round", round_half_away, away_from_int(2, 3),
-         np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5]),  # exact halves: away from zero
-         # just below 0.5 (in float32 / float64) and odd integers where x + 0.5 is inexact
-         np.array([0.5 - 2.0 ** -25, -(0.5 - 2.0 ** -25), 0.5 - 2.0 ** -54, 2.0 ** 23 + 1,
-                   -(2.0 ** 23 + 3), 2.0 ** 52 + 1]))
+unary_op("round", round_half_away, away_from_int(2, 3))
+add_samples("round", *(S([a], reference=pw(round_half_away), smooth=False) for a in (
+    np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5]),  # exact halves: away from zero
+    # just below 0.5 (in float32 / float64) and odd integers where x + 0.5 is inexact
+    np.array([0.5 - 2.0 ** -25, -(0.5 - 2.0 ** -25), 0.5 - 2.0 ** -54, 2.0 ** 23 + 1,
+              -(2.0 ** 23 + 3), 2.0 ** 52 + 1]))))
 unary_op("erf", math.erf, u(2, 3, lo=-3, hi=3), u(4, 1))
 _special = np.array([[0.0, np.nan, np.inf], [-np.inf, -1.5, 2.0]])
 unary_op("isnan", math.isnan, _special, u(2, 2), out_dtype="bool")
@@ -173,6 +192,12 @@ unary_op("isinf", math.isinf, _special, u(2, 2), out_dtype="bool")
 unary_op("isfinite", math.isfinite, _special, u(2, 2), out_dtype="bool")
 unary_op("logical_not", lambda v: not v, iv(2, 3, lo=-1, hi=1), iv(3, 1, lo=0, hi=1),
          dtypes=NUMERIC + ("bool",), out_dtype="bool")
+unary_op("log2", lambda v: -math.inf if v == 0 else math.nan if v < 0 else math.log2(v),
+         np.geomspace(0.01, 100.0, 6).reshape(2, 3), edges=EDGES + [8.0, 0.5, -1.0])
+unary_op("exp2", lambda v: 2.0 ** v, np.linspace(-4.0, 4.0, 6).reshape(2, 3),
+         edges=EDGES + [3.0, -2.0, 10.5])
+unary_op("cube", lambda v: v * v * v, np.array([[-3.0, -1.0, 0.0], [1.0, 2.0, 3.0]]),
+         dtypes=NUMERIC, edges=EDGES + [1.5, -2.5])
 
 # --- activations ----------------------------------------------------------------------------
 unary_op("sigmoid", lambda v: 1 / (1 + math.exp(-v)), u(2, 3, lo=-6, hi=6),
@@ -185,7 +210,8 @@ SAMPLES["relu"] = [
     S([np.array([[-1.0, 0.2, 0.45], [0.55, 0.9, 3.0]])], {"cutoff": 0.5},
       pw(lambda v, cutoff: v if v > cutoff else 0)),
 ]
-unary_op("relu6", lambda v: min(max(v, 0), 6), iv(2, 3, lo=-3, hi=9), dtypes=NUMERIC)
+unary_op("relu6", lambda v: min(max(v, 0), 6), iv(2, 3, lo=-3, hi=9), dtypes=NUMERIC,
+         smooth=False)  # kinks at 0 and 6
 add_samples("relu6", S([np.array([[-3.0, 0.5, 5.5, 9.0]])],
                        reference=pw(lambda v: min(max(v, 0), 6))))
 SAMPLES["leaky_relu"] = [
@@ -210,6 +236,12 @@ unary_op("hard_tanh", lambda v: min(1.0, max(-1.0, v)), np.array([-3.0, -0.5, 0.
          u(2, 3, lo=-0.99, hi=0.99))
 unary_op("log_sigmoid", lambda v: -math.log1p(math.exp(-v)), u(2, 3, lo=-6, hi=6),
          np.array([-30.0, -1.0, 0.0, 20.0]))
+# kinks of hard_swish's derivative at -3 and 3 (its gradient follows PyTorch there)
+unary_op("hard_swish", lambda v: -0.0 if v <= -3 else v * min(v + 3, 6) / 6,
+         np.array([[-4.5, -2.0, -0.7], [0.4, 2.5, 4.0]]), edges=EDGES + [-3.0, 3.0, -1e30, 1e30])
+unary_op("mish", lambda v: -0.0 if v == -math.inf else v * math.tanh(
+         max(v, 0.0) + math.log1p(math.exp(-abs(v)))), np.linspace(-6.0, 6.0, 6).reshape(2, 3),
+         edges=EDGES + [-1e30, 1e30, -20.0, 30.0])
 
 # --- binary -----------------------------------------------------------------------------------
 
@@ -252,13 +284,15 @@ add_samples("maximum", S([u(2, 3), np.float64(0.5)], reference=pw(max), dtypes=(
                          out_dtype="float64"))
 binary_op("minimum", min, scalar=0.0)
 SAMPLES["floor_mod"] = [
-    S([iv(3, 1, lo=-7, hi=7), nonzero_iv(4)], reference=pw(lambda a, b: a % b), dtypes=NUMERIC),
+    S([iv(3, 1, lo=-7, hi=7), nonzero_iv(4)], reference=pw(lambda a, b: a % b), dtypes=NUMERIC,
+      smooth=False),  # multiples of the divisor: jumps
     S([np.array([[5.3], [-5.3], [0.7]]), np.array([2.0, -2.0, 1.5])],
       reference=pw(lambda a, b: a % b)),
     S([np.array([7.5, -7.5, 3.25]), 2.0], reference=pw(lambda a, b: a % b)),
 ]
 SAMPLES["floor_div"] = [
-    S([iv(3, 1, lo=-7, hi=7), nonzero_iv(4)], reference=pw(lambda a, b: a // b), dtypes=NUMERIC),
+    S([iv(3, 1, lo=-7, hi=7), nonzero_iv(4)], reference=pw(lambda a, b: a // b), dtypes=NUMERIC,
+      smooth=False),  # multiples of the divisor: jumps
     S([np.array([[5.3], [-5.3], [0.7]]), np.array([2.0, -2.0, 1.5])],
       reference=pw(lambda a, b: a // b)),
     S([iv(2, 3, lo=-9, hi=9), 4], reference=pw(lambda a, b: a // b), dtypes=INTS),
@@ -387,8 +421,11 @@ reduction_samples("prod", math.prod, make=lambda *s: pos(*s, lo=0.6, hi=1.5))
 add_samples("prod", S([iv(2, 3, 4, lo=1, hi=3)], {"dims": (0, -1)}, red(math.prod),
                       dtypes=INTS, out_dtype=wide_int))
 SAMPLES["prod"].pop(2)  # keep 4 samples: the int one covers several dims
-reduction_samples("max", max, make=iv, dtypes=NUMERIC)
-reduction_samples("min", min, make=iv, dtypes=NUMERIC)
+reduction_samples("max", max, make=iv, dtypes=NUMERIC, smooth=False)  # small ints: ties
+reduction_samples("min", min, make=iv, dtypes=NUMERIC, smooth=False)
+for _name, _f in (("max", max), ("min", min)):  # tie-free floats (the gradient suite's)
+    SAMPLES[_name][2] = S([np.random.default_rng(5).permutation(24).reshape(2, 3, 4) * 0.37 - 4.0],
+                          {"dims": (0, 2)}, red(_f))
 _bc = [{}, {"bias_corrected": True}, {}, {"bias_corrected": True}]
 reduction_samples("variance", variance_of, extra=_bc)
 SAMPLES["variance"][3] = S([u(3, 2, 4)], {"dims": (1, -1), "keep_dims": True,

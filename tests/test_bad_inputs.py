@@ -123,9 +123,12 @@ def test_sdvariable_truth_value_raises(sd):
             pass
 
 
-def test_sdvariable_in_eager_op_is_refused(sd):
-    with pytest.raises(OpError, match="eval"):
-        nd.add(nd.ones(3), sd.get_variable("x"))
+def test_eager_op_on_an_sdvariable_records_into_its_graph(sd):
+    """One recorder: an nd.* call with a graph variable among its inputs records into that
+    variable's graph (the eager array becomes a constant), whichever position it has."""
+    before = len(sd.ops())
+    out = nd.add(nd.ones(3), sd.get_variable("x"))
+    assert out.sd is sd and len(sd.ops()) == before + 1 and out.shape[-1] == 3
 
 
 # -- graph construction ---------------------------------------------------------------------------

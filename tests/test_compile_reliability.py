@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import nd4py as nd
 from samediff.array import CURRENT_TRACE
+from samediff.compiler import cache as plan_module
 from tracing import PLAN_CACHE, RetraceWarning
-from tracing import plan as plan_module
 
 A = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], dtype=np.float32)
 

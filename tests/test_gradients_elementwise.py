@@ -1,8 +1,11 @@
 """Gradient rules of the elementwise ops and reductions, checked against finite differences.
 
 One record per (op, inputs, attrs): a float64 graph ``sum(op(vars) * W)`` with a fixed random
-``W`` must pass ``check_gradients``. Inputs stay away from the points where an op is not smooth;
-the conventions at those points (ties, kinks, zeros) have their own explicit tests.
+``W`` must pass ``check_gradients``. The records come from the op table: every op flagged
+``elementwise`` or ``reduction`` that is differentiable is checked on each of its ``smooth``
+float samples in ``op_samples.py`` (reductions over every kind of ``dims``), and its second
+derivative too. Smooth samples stay away from the points where an op is not smooth; the
+conventions at those points (ties, kinks, zeros) have their own explicit tests below.
 """
 from __future__ import annotations
 
@@ -12,8 +15,13 @@ import pytest
 import nd4py as nd
 from samediff import SameDiff
 from samediff.gradcheck import check_gradients
-from samediff.ops import REGISTRY
+from samediff.ops import REGISTRY, TensorType
 from samediff.ops.registry import NONDIFF
+
+try:  # rootdir-relative import (tests/ is not a package) ...
+    from op_samples import SAMPLES, expected_dtype
+except ImportError:  # ... or tests/ became one
+    from tests.op_samples import SAMPLES, expected_dtype
 
 RNG = np.random.default_rng(7)
 
@@ -31,16 +39,6 @@ def away(shape=(3, 4), lo=-2.0, hi=2.0, avoid=(0.0,), gap=0.15):
     raise AssertionError("could not sample away from the avoided points")
 
 
-def pos(shape=(3, 4), lo=0.5, hi=2.0):
-    return RNG.uniform(lo, hi, shape)
-
-
-def distinct(shape=(3, 4)):
-    """Values with no ties (max/min reductions), well separated."""
-    n = int(np.prod(shape))
-    return (RNG.permutation(n) * 0.37 - 2.0).reshape(shape) + RNG.uniform(0, 0.05, shape)
-
-
 class Const:
     """An input given to the graph as a constant (never checked)."""
 
@@ -52,72 +50,66 @@ def case(op, *inputs, id=None, **attrs):
     return pytest.param(op, list(inputs), attrs, id=id or op)
 
 
-UNARY = [
-    case("neg", away()), case("abs", away()), case("exp", away()), case("expm1", away()),
-    case("log", pos()), case("log1p", pos(lo=-0.5)), case("sqrt", pos()), case("rsqrt", pos()),
-    case("square", away()), case("reciprocal", away(gap=0.4)), case("sin", away()),
-    case("cos", away()), case("tan", away(lo=-1.2, hi=1.2)), case("asin", away(lo=-0.8, hi=0.8)),
-    case("acos", away(lo=-0.8, hi=0.8)), case("atan", away()), case("sinh", away()),
-    case("cosh", away()), case("tanh", away()), case("erf", away()),
-    case("sigmoid", away(lo=-4, hi=4)), case("softplus", away(lo=-4, hi=4)),
-    case("log_sigmoid", away(lo=-4, hi=4)), case("swish", away(lo=-4, hi=4)),
-    case("softsign", away()),
-    case("relu", away()), case("relu", away(avoid=(0.5,)), cutoff=0.5, id="relu-cutoff"),
-    case("relu6", away(lo=-2, hi=8, avoid=(0.0, 6.0))),
-    case("hard_tanh", away(avoid=(-1.0, 1.0))),
-    case("hard_sigmoid", away(lo=-4, hi=4, avoid=(-2.5, 2.5))),
-    case("leaky_relu", away()), case("leaky_relu", away(), alpha=0.3, id="leaky_relu-alpha"),
-    case("elu", away()), case("elu", away(), alpha=0.5, id="elu-alpha"), case("selu", away()),
-    case("gelu", away(lo=-3, hi=3), approximate=True, id="gelu-tanh"),
-    case("gelu", away(lo=-3, hi=3), approximate=False, id="gelu-erf"),
-    case("clip_by_value", away(avoid=(-0.5, 0.5)), clip_min=-0.5, clip_max=0.5),
-    case("cast", away(), dtype="float32"),
-    # piecewise constant: documented zero gradient (finite differences agree away from jumps)
-    case("sign", away()), case("floor", away(avoid=np.arange(-2, 3))),
-    case("ceil", away(avoid=np.arange(-2, 3))), case("round", away(avoid=np.arange(-2.5, 3, 0.5))),
-]
+# --- cases from the op table: every smooth float sample of a differentiable elementwise op or
+# reduction (flags, not names: a new op is checked through its row in op_samples.py) ---------
 
-BINARY = [
-    case("add", away(), away((4,))), case("sub", away(), away((3, 1))),
-    case("rsub", away(), away()), case("mul", away(), away((4,))),
-    case("div", away(), away((4,), gap=0.5)), case("rdiv", away(gap=0.5), away((3, 1))),
-    case("pow", pos(), away()), case("pow", away(), Const(3.0), id="pow-negative-base"),
-    case("pow", pos((3, 1)), away((4,)), id="pow-broadcast"),
-    case("maximum", distinct(), distinct()), case("minimum", distinct(), distinct((4,))),
-    case("floor_mod", np.array([[1.3, -2.2, 3.7, 0.4], [5.1, -0.3, 2.6, -4.9]]),
-         np.array([0.7, 1.3, -1.1, 2.3])),
-    case("floor_div", np.array([[1.3, -2.2, 3.7, 0.4]]), np.array([0.7, 1.3, -1.1, 2.3])),
-    case("atan2", away(), away((4,))), case("squared_difference", away(), away((3, 1))),
-    case("where", Const(RNG.random((3, 4)) > 0.5), away(), away((4,))),
-]
+def _family(op) -> bool:
+    return op.namespace != "udf" and (op.elementwise or op.reduction)
+
+
+FAMILY = sorted(n for n, op in REGISTRY.items() if _family(op))
+DIFFERENTIABLE = [n for n in FAMILY if REGISTRY[n].grad is not NONDIFF]
+
+
+def checkable(sample) -> bool:
+    """A smooth sample that runs in a float dtype and gives a float result."""
+    floats = [d for d in sample.dtypes if d.startswith("float")]
+    return sample.smooth and bool(floats) and expected_dtype(sample, floats[-1]).kind == "f"
+
+
+def graph_inputs(sample) -> list:
+    """Float arrays become checked variables (float64); masks/indices stay constants, Python
+    scalars stay weak literals."""
+    return [x.astype(np.float64) if isinstance(x, np.ndarray) and x.dtype.kind == "f"
+            else Const(x) if isinstance(x, np.ndarray) else x for x in sample.inputs]
+
+
+def _sample_cases():
+    out = []
+    for name in DIFFERENTIABLE:
+        if REGISTRY[name].reduction:
+            continue  # swept over dims below
+        for i, s in enumerate(SAMPLES.get(name, ())):
+            if checkable(s):
+                out.append(case(name, *graph_inputs(s), id=f"{name}-sample{i}", **s.attrs))
+    return out
 
 
 def _reduction_cases():
+    """Each differentiable reduction over every kind of ``dims``, on its first smooth sample's
+    input (rank 3), plus a scalar; ``bias_corrected`` too where the op has it."""
     out = []
-    dims_list = [None, (0,), (1,), (-1,), (0, 1)]
-    values = {"sum": away, "mean": away, "prod": lambda: away(lo=-1.5, hi=1.5, gap=0.3),
-              "max": distinct, "min": distinct, "variance": away, "std": away,
-              "norm1": away, "norm2": away, "norm_max": distinct, "log_sum_exp": away}
-    for op, make in values.items():
+    dims_list = [None, (0,), (1,), (-1,), (0, 2), (2, 0)]
+    for name in DIFFERENTIABLE:
+        op = REGISTRY[name]
+        if not op.reduction:
+            continue
+        x = next(s.inputs[0] for s in SAMPLES[name] if checkable(s)).astype(np.float64)
+        assert x.ndim == 3, f"{name}: the first smooth sample should be rank 3"
         for dims in dims_list:
             for keep in (False, True):
-                out.append(case(op, make(), dims=dims, keep_dims=keep,
-                                id=f"{op}-{dims}-{'keep' if keep else 'drop'}"))
-    for op in ("variance", "std"):
-        for dims in (None, (1,)):
-            out.append(case(op, away(), dims=dims, bias_corrected=True,
-                            id=f"{op}-{dims}-corrected"))
-    rank3 = (2, 3, 2)  # non-adjacent reduced dims: expand_dims order matters
-    for op in ("sum", "mean", "prod", "max", "variance", "norm2", "log_sum_exp"):
-        make = distinct if op == "max" else away
-        out.append(case(op, make(rank3), dims=(0, 2), id=f"{op}-rank3"))
-        out.append(case(op, make(rank3), dims=(2, 0), id=f"{op}-rank3-unsorted"))
-    out.append(case("sum", np.array(1.5), id="sum-scalar"))
-    out.append(case("prod", np.array(1.5), id="prod-scalar"))
+                out.append(case(name, x, dims=dims, keep_dims=keep,
+                                id=f"{name}-{dims}-{'keep' if keep else 'drop'}"))
+        if "bias_corrected" in op.attr_kinds:
+            for dims in (None, (1,)):
+                out.append(case(name, x, dims=dims, bias_corrected=True,
+                                id=f"{name}-{dims}-corrected"))
+        out.append(case(name, x[0, 0, :1].reshape(()), id=f"{name}-scalar"))
     return out
 
 
 def _scan_cases():
+    """The scans (neither elementwise nor reductions) over their own attributes."""
     out = []
     for op in ("cumsum", "cumprod"):
         for axis in (0, 1, -1):
@@ -132,7 +124,8 @@ def _scan_cases():
 
 def build(op, inputs, attrs):
     sd = SameDiff.create()
-    args = [sd.constant(f"c{i}", x.value) if isinstance(x, Const) else sd.var(f"x{i}", x)
+    args = [sd.constant(f"c{i}", x.value) if isinstance(x, Const)
+            else sd.var(f"x{i}", x) if isinstance(x, np.ndarray) else x  # scalars stay weak
             for i, x in enumerate(inputs)]
     out = getattr(sd.all_ops, op)(*args, **attrs)
     w = sd.constant("W", RNG.standard_normal(out.shape))
@@ -140,30 +133,29 @@ def build(op, inputs, attrs):
     return sd
 
 
-@pytest.mark.parametrize("op, inputs, attrs", UNARY + BINARY + _reduction_cases() + _scan_cases())
+CASES = _sample_cases() + _reduction_cases() + _scan_cases()
+
+
+@pytest.mark.parametrize("op, inputs, attrs", CASES)
 def test_gradient_matches_finite_differences(op, inputs, attrs):
     result = check_gradients(build(op, inputs, attrs))
     assert result.passed, str(result)
 
 
-def test_every_elementwise_op_and_reduction_is_covered():
-    def reduction_family(op):
-        return op.infer.__qualname__.split(".")[0] in ("reduction", "_arg_reduction", "_cum_op")
-
-    ops = {p.values[0] for p in UNARY + BINARY + _reduction_cases() + _scan_cases()}
-    mine = {name for name, op in REGISTRY.items()
-            if op.namespace != "udf" and (op.elementwise or reduction_family(op))}
-    assert mine - ops - set(NONDIFFERENTIABLE) == set()
+def test_every_differentiable_elementwise_op_and_reduction_is_covered():
+    missing = set(DIFFERENTIABLE) - {p.values[0] for p in CASES}
+    assert not missing, (f"differentiable ops without a smooth float sample in op_samples.py "
+                         f"(finite differences need one): {sorted(missing)}")
 
 
-NONDIFFERENTIABLE = ["eq", "neq", "gt", "gte", "lt", "lte", "logical_and", "logical_or",
-                     "logical_xor", "logical_not", "isnan", "isinf", "isfinite", "argmax",
-                     "argmin", "all", "any"]
-
-
-@pytest.mark.parametrize("op", NONDIFFERENTIABLE)
-def test_bool_and_integer_ops_are_nondifferentiable(op):
-    assert REGISTRY[op].grad is NONDIFF
+@pytest.mark.parametrize("op", [n for n in FAMILY if REGISTRY[n].grad is NONDIFF])
+def test_nondifferentiable_ops_have_bool_or_integer_results(op):
+    """An elementwise op or reduction is NONDIFF exactly when its result cannot carry a
+    gradient; float-valued piecewise-constant ops have a zero gradient instead."""
+    opdef = REGISTRY[op]
+    types = [TensorType((2, 3), np.dtype(np.float64))] * opdef.min_inputs
+    (out,) = opdef.infer_types(types, opdef.default_attrs)
+    assert out.dtype.kind in "biu", f"{op} gives {out.dtype} but is marked non-differentiable"
 
 
 @pytest.mark.parametrize("op", ["sign", "floor", "ceil", "round"])
@@ -281,14 +273,26 @@ def test_unknown_batch_dim(fn):
 
 # --- second derivatives: rules are written with table ops -------------------------------------
 
-@pytest.mark.parametrize("op", ["tanh", "sigmoid", "exp", "sin", "softplus", "erf", "gelu",
-                                "swish", "elu", "log_sigmoid", "rsqrt", "atan"])
-def test_second_derivative(op):
+def _second_derivative_cases():
+    """Every differentiable one-input elementwise op, on its first smooth sample."""
+    out = []
+    for name in DIFFERENTIABLE:
+        op = REGISTRY[name]
+        if not op.elementwise or len(op.inputs) != 1:
+            continue
+        i, s = next((i, s) for i, s in enumerate(SAMPLES[name]) if checkable(s))
+        out.append(case(name, *graph_inputs(s), id=f"{name}-sample{i}", **s.attrs))
+    return out
+
+
+@pytest.mark.parametrize("op, inputs, attrs", _second_derivative_cases())
+def test_second_derivative(op, inputs, attrs):
+    """Rules are written with table ops, so the gradient is differentiable again."""
     sd = SameDiff.create()
-    x = sd.var("x", away((5,), lo=0.3, hi=2.0) * np.array([1, -1, 1, -1, 1]) if op != "rsqrt"
-               else pos((5,)))
-    (getattr(sd.all_ops, op)(x) * sd.constant("W", RNG.standard_normal(5))).sum().mark_as_loss()
-    g = x.gradient()
-    sd.set_loss_variables((g * sd.constant("W2", RNG.standard_normal(5))).sum(name="gl"))
+    (x,) = [sd.var("x", v) for v in inputs]
+    y = getattr(sd.all_ops, op)(x, **attrs).cast(nd.DOUBLE)
+    (y * sd.constant("W", RNG.standard_normal(y.shape))).sum().mark_as_loss()
+    g = x.gradient()  # (times x: a loss that depends on x even where g does not)
+    sd.set_loss_variables((g * x * sd.constant("W2", RNG.standard_normal(g.shape))).sum(name="gl"))
     result = check_gradients(sd)
     assert result.passed, str(result)

@@ -64,9 +64,9 @@ def _roundtrip(sd: SameDiff, tmp_path, name: str = "g.sdz") -> SameDiff:
 
 def _assert_same_graph(a: SameDiff, b: SameDiff) -> None:
     assert a.summary() == b.summary()
-    assert list(a._vars) == list(b._vars)
-    for name, ia in a._vars.items():
-        ib = b._vars[name]
+    assert list(a.graph.vars) == list(b.graph.vars)
+    for name, ia in a.graph.vars.items():
+        ib = b.graph.vars[name]
         assert (ia.vtype, ia.ttype) == (ib.vtype, ib.ttype), name
         if ia.value is None:
             assert ib.value is None, name
@@ -74,8 +74,8 @@ def _assert_same_graph(a: SameDiff, b: SameDiff) -> None:
             assert ib.value.dtype == ia.value.dtype and ib.value.shape == ia.value.shape, name
             np.testing.assert_array_equal(ib.value, ia.value, err_msg=name)
         assert (ia.producer is None) == (ib.producer is None), name
-    assert len(a._nodes) == len(b._nodes)
-    for na, nb in zip(a._nodes, b._nodes):
+    assert len(a.graph.nodes) == len(b.graph.nodes)
+    for na, nb in zip(a.graph.nodes, b.graph.nodes):
         assert (na.name, na.op, na.inputs, na.outputs) == (nb.name, nb.op, nb.inputs, nb.outputs)
         assert vars(na.attrs) == vars(nb.attrs), na.name
         assert type(na.attrs) is type(nb.attrs)
@@ -95,7 +95,7 @@ def _assert_same_outputs(got: dict, want: dict) -> None:
 
 
 def _array_outputs(sd: SameDiff) -> list[str]:
-    return [n for n, i in sd._vars.items() if i.producer is not None]
+    return [n for n, i in sd.graph.vars.items() if i.producer is not None]
 
 
 def _rewrite(path, doc_edit=None, members: dict | None = None) -> None:
@@ -143,7 +143,7 @@ def test_mlp_round_trip(saved):
     names = _array_outputs(sd)
     _assert_same_outputs(_outputs(loaded, feeds, names), _outputs(sd, feeds, names))
     assert loaded.get_variable("x").shape == (-1, 4)
-    assert loaded._vars["literal"].ttype.weak
+    assert loaded.graph.vars["literal"].ttype.weak
     assert {v.name for v in loaded.trainable_variables()} == {"layer0/w", "layer0/b"}
 
 
@@ -153,7 +153,7 @@ def test_loaded_graph_is_independent_and_extendable(saved):
     loaded.get_variable("layer0/b").set_array(np.zeros(6, np.float32))
     assert not np.array_equal(sd.get_variable("layer0/b").get_arr().numpy(), np.zeros(6))
     out = (loaded.get_variable("head/y") * 3.0).rename("tripled")
-    assert out.name == "tripled" and "literal_1" in loaded._vars
+    assert out.name == "tripled" and "literal_1" in loaded.graph.vars
     assert loaded.output(feeds, "tripled")["tripled"].shape == (5,)
     with pytest.raises(NdError):
         loaded.placeholder("x", "float", 2)  # names stay taken
@@ -486,7 +486,7 @@ def test_weak_literal_types_survive(tmp_path):
     (x.cast("float16") + True).rename("h")
     loaded = _roundtrip(sd, tmp_path)
     _assert_same_graph(sd, loaded)
-    assert [i.ttype for n, i in loaded._vars.items() if n.startswith("literal")] == [
+    assert [i.ttype for n, i in loaded.graph.vars.items() if n.startswith("literal")] == [
         TensorType((), np.dtype(np.int64), True), TensorType((), np.dtype(np.float64), True),
         TensorType((), np.dtype(np.bool_), True)]
     feeds = {"x": np.array([1, 2, 3], np.int32)}

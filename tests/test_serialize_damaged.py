@@ -74,13 +74,13 @@ def _fingerprint(sd: SameDiff) -> tuple:
     def value(v):
         return None if v is None else (v.dtype.str, v.shape, v.tobytes())
 
-    variables = [(n, i.vtype, i.ttype, value(i.value)) for n, i in sd._vars.items()]
+    variables = [(n, i.vtype, i.ttype, value(i.value)) for n, i in sd.graph.vars.items()]
     nodes = [(n.name, n.op.name, sorted(vars(n.attrs).items(), key=str), n.inputs, n.outputs)
-             for n in sd._nodes]
-    config = sd._training_config.to_dict() if sd._training_config is not None else None
-    state = sd._updater_state
+             for n in sd.graph.nodes]
+    config = sd.training_config.to_dict() if sd.training_config is not None else None
+    state = sd.updater_state
     slots = {p: {s: value(a) for s, a in per.items()} for p, per in state.arrays.items()}
-    return (variables, nodes, list(sd._losses), json.dumps(config, sort_keys=True),
+    return (variables, nodes, list(sd.loss_variables), json.dumps(config, sort_keys=True),
             (state.iteration, state.epoch, state.batch, slots))
 
 

@@ -453,7 +453,7 @@ def test_scopes_on_several_threads_are_independent():
 
 
 class _BrokenPlan:
-    def __init__(self, nodes, input_slots, output_slots, types=None):
+    def __init__(self, nodes, input_slots, output_slots, types=None, **options):
         self.output_slots = tuple(output_slots)
 
     def execute(self, inputs):
@@ -518,7 +518,7 @@ def test_default_planner_is_interpreter():
 
 
 def test_planner_that_fails_to_compile_falls_back_to_the_interpreter(caplog):
-    def broken_planner(nodes, inputs, outputs, types):
+    def broken_planner(nodes, inputs, outputs, types, *, exact_shapes, donate):
         raise RuntimeError("kernel generation failed")
 
     previous = set_planner(broken_planner)

@@ -9,7 +9,8 @@ import pytest
 
 from samediff import SameDiff, compiler
 from samediff.errors import UnknownVariableError
-from samediff.graph import VariableType, typed_plan
+from samediff.ir import VariableType
+from samediff.runtime import typed_plan
 from samediff.ops import TensorType
 from samediff.training import TrainingConfig
 from samediff.training.listeners import CheckpointListener, EarlyStopping, LambdaListener
@@ -66,9 +67,9 @@ def test_resuming_from_a_mid_epoch_checkpoint_sees_the_remaining_batches(tmp_pat
     first.fit((X, Y), epochs=2, batch_size=8, verbose=0,
               listeners=[ckpt, LambdaListener(on_iteration_end=stop)])
     resumed = SameDiff.load(os.path.join(tmp_path, "checkpoint-e1-i6.sdz"))
-    assert (resumed._updater_state.epoch, resumed._updater_state.batch) == (1, 2)
+    assert (resumed.updater_state.epoch, resumed.updater_state.batch) == (1, 2)
     resumed.fit((X, Y), epochs=1, batch_size=8, verbose=0)
-    assert resumed._updater_state.iteration == 8
+    assert resumed.updater_state.iteration == 8
     for name in ("w", "b"):
         np.testing.assert_array_equal(value(resumed, name), value(straight, name))
 
@@ -77,11 +78,11 @@ def test_save_after_freezing_or_renaming_a_trained_variable(tmp_path):
     sd = model(Adam(0.01))
     sd.fit((X, Y), epochs=1, batch_size=16, verbose=0)
     sd.get_variable("w").rename("weights")
-    assert "weights" in sd._updater_state.arrays  # Adam's moments follow the variable
+    assert "weights" in sd.updater_state.arrays  # Adam's moments follow the variable
     sd.convert_to_constant(sd.get_variable("b"))
     sd.save(tmp_path / "m.sdz")
     loaded = SameDiff.load(tmp_path / "m.sdz")
-    assert set(loaded._updater_state.arrays) == {"weights"}
+    assert set(loaded.updater_state.arrays) == {"weights"}
     assert loaded.get_variable("b").variable_type is VariableType.CONSTANT
 
 
@@ -145,9 +146,9 @@ def test_donation_is_refused_when_a_view_of_the_input_is_read_later():
     new_p = p - 1.0
     q = view * 2.0
     types = {"p": TensorType((2, 3), np.dtype(np.float32))}
-    consts = {k: v for k, v in sd._vars.items() if v.vtype is VariableType.CONSTANT}
+    consts = {k: v for k, v in sd.graph.vars.items() if v.vtype is VariableType.CONSTANT}
     types.update({k: v.ttype for k, v in consts.items()})
-    plan = typed_plan(list(sd._nodes), types, [new_p.name, q.name], {new_p.name: "p"})
+    plan = typed_plan(list(sd.graph.nodes), types, [new_p.name, q.name], {new_p.name: "p"})
     values = {k: (v.value.item() if v.ttype.weak else v.value) for k, v in consts.items()}
     values["p"] = np.ones((2, 3), np.float32)
     _, got_q = plan.execute([values[k] for k in plan.input_slots])

@@ -45,9 +45,9 @@ def poisoned(part: str, value: float, where: tuple[int, int] = (3, 0)) -> tuple:
 
 def numbers(sd: SameDiff) -> tuple:
     """Every value, updater-state array and counter, bit for bit."""
-    state = sd._updater_state
+    state = sd.updater_state
     values = {k: (v.value.dtype.str, v.value.shape, v.value.tobytes())
-              for k, v in sd._vars.items() if v.value is not None}
+              for k, v in sd.graph.vars.items() if v.value is not None}
     arrays = {p: {s: (a.dtype.str, a.shape, a.tobytes()) for s, a in d.items()}
               for p, d in state.arrays.items()}
     return values, arrays, (state.iteration, state.epoch, state.batch)
@@ -60,14 +60,16 @@ def trained(sd: SameDiff) -> tuple:
 
 
 def structure(sd: SameDiff) -> tuple:
-    """Everything structural about a graph: nodes, variables, names, counters, caches."""
-    nodes = [(n.name, n.op.name, repr(n.attrs), n.inputs, n.outputs) for n in sd._nodes]
-    variables = [(k, i.name, i.vtype, i.ttype, i.producer.name if i.producer else None,
-                  i.sdvar.name) for k, i in sd._vars.items()]
+    """Everything structural about a graph: nodes, variables, names, handles, counters, caches."""
+    graph = sd.graph
+    nodes = [(n.name, n.op.name, repr(n.attrs), n.inputs, n.outputs) for n in graph.nodes]
+    variables = [(k, i.name, i.vtype, i.ttype, i.producer.name if i.producer else None)
+                 for k, i in graph.vars.items()]
+    handles = sorted((k, h.name) for k, h in sd._handles.items())
     config = sd.training_config.to_json() if sd.training_config is not None else None
-    return (nodes, variables, sd.summary(), sorted(sd._node_names), dict(sd._name_counts),
-            list(sd._scopes), list(sd._losses), dict(sd._grad_cache), sd._version, config,
-            sd._train_step_cache, set(sd._plans), sd._updater_state)
+    return (nodes, variables, handles, sd.summary(), sorted(graph.node_names),
+            dict(graph.name_counts), list(graph.scopes), sd.loss_variables, dict(sd._grad_cache),
+            graph.key(), config, sd._train_step_cache, sd.updater_state)
 
 
 @pytest.fixture(params=["interpreter", "compiled"])

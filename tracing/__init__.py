@@ -6,25 +6,28 @@ runs finished traces through cached plans.
 """
 from __future__ import annotations
 
+from samediff.compiler.cache import PLAN_CACHE, CacheStats, RetraceWarning, set_planner
+from samediff.interpreter import InterpreterPlan
+
 from .compile import (CompiledFunction, CompiledGraphFunction, compile,
                       set_default_max_signatures, signature_stats)
 from .lazy import LazyArray
-from .plan import PLAN_CACHE, CacheStats, InterpreterPlan, RetraceWarning, set_planner
 from .scope import GraphScope, graph_scope
 from .trace import Trace
 
 
 def clear_cache() -> None:
-    """Drop every cached plan and reset the cache statistics (compiled functions keep their
-    signatures; their plans are rebuilt on demand)."""
+    """Drop every cached plan — of traces, compiled functions and every other caller of the
+    one plan cache (``samediff.compiler.cache``) — and reset its statistics (compiled
+    functions keep their signatures; their plans are rebuilt on demand)."""
     PLAN_CACHE.clear()
 
 
 def cache_stats() -> dict[str, int]:
-    """Cache counters. Plan cache: ``hits``, ``misses``, ``compiles``, ``fallbacks``,
-    ``evictions``, ``plans`` (cached now), ``max_plans``. Compiled functions: ``signatures``
-    (traced signatures kept, over all live compiled functions), ``max_signatures`` (the default
-    bound per function), ``signature_evictions``.
+    """Cache counters. The plan cache (one, shared by every caller): ``hits``, ``misses``,
+    ``compiles``, ``fallbacks``, ``evictions``, ``plans`` (cached now), ``max_plans``.
+    Compiled functions: ``signatures`` (traced signatures kept, over all live compiled
+    functions), ``max_signatures`` (the default bound per function), ``signature_evictions``.
 
     >>> import nd4py as nd
     >>> sorted(nd.cache_stats())[:3]

@@ -26,10 +26,11 @@ from typing import Any, Callable
 import numpy as np
 
 from samediff.array import CURRENT_TRACE, NDArray
+from samediff.compiler.cache import PLAN_CACHE, check_cache_size
 from samediff.errors import TracingError
 from samediff.ops import TensorType
+from samediff.surface import OpSurface
 
-from .plan import PLAN_CACHE, check_cache_size
 from .trace import Trace
 
 _LEAF = ("leaf",)
@@ -193,6 +194,8 @@ class CompiledFunction:
                 if entry is not None:
                     self._touch(entry)
                     return self._replay(entry, list(args))
+        if _has_graph_values(args, kwargs):  # nd.grad of a compiled function, SDVariables:
+            return self.fn(*args, **kwargs)  # the ops record into those values' graph
         args, kwargs = _to_ndarrays(args), _to_ndarrays(kwargs)
         leaves: list[NDArray] = []
         structure = _flatten((args, kwargs), leaves)
@@ -408,3 +411,22 @@ def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = N
         return lambda f: CompiledFunction(f, name, max_signatures)
     return CompiledFunction(fn, name, max_signatures)
 
+
+def _has_graph_values(args: tuple, kwargs: dict) -> bool:
+    """Whether an argument (or a leaf of one) is a graph variable: ops on it record into its
+    graph through ``bind`` (``SDVariable``, ``nd.grad``'s handles), so there is nothing to
+    compile here."""
+    leaves: list = []
+    _flatten_any((args, kwargs), leaves)
+    return any(isinstance(x, OpSurface) and x._recorder is not None for x in leaves)
+
+
+def _flatten_any(tree: Any, out: list) -> None:
+    if isinstance(tree, dict):
+        for v in tree.values():
+            _flatten_any(v, out)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            _flatten_any(v, out)
+    else:
+        out.append(tree)

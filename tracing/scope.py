@@ -13,10 +13,10 @@ import sys
 from typing import Any
 
 from samediff.array import CURRENT_TRACE
+from samediff.compiler.cache import PLAN_CACHE
 from samediff.errors import TracingError
 from samediff.graph import SameDiff
 
-from .plan import PLAN_CACHE
 from .trace import Trace
 
 

@@ -9,18 +9,18 @@ dropped) plus in-place write-backs are the plan's outputs.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Hashable
+from typing import Any, Hashable
 
 import numpy as np
 
 from samediff.array import NDArray, as_numpy, type_of
-from samediff.compiler import get_executor
+from samediff.compiler.cache import PLAN_CACHE, get_plan
 from samediff.errors import NdDTypeError, OpError, TracingError
-from samediff.graph import Node, SameDiff, VariableType
+from samediff.graph import SameDiff
+from samediff.ir import Graph, Node, VariableType
 from samediff.ops import OpDef, TensorType, get_op
 
 from .lazy import PENDING, LazyArray
-from .plan import PLAN_CACHE, build_plan
 
 _PY_SCALARS = (bool, int, float)
 _WEAK_TYPES = {t: type_of(t(1)) for t in _PY_SCALARS}  # a Python scalar's type depends on its class only
@@ -174,16 +174,17 @@ class Trace:
         return alive, list(self._writebacks.values())
 
     def key(self, output_slots: tuple[int, ...]) -> tuple:
+        """The plan key: op names, attributes and wiring, then per input its dtype, rank,
+        weakness and broadcast pattern (not its sizes: a new batch size reuses the plan), then
+        the wanted slots."""
         nodes = tuple(self._node_keys)
         ins = tuple((t.dtype, len(t.shape), t.weak, tuple(d == 1 for d in t.shape))
                     for t in (self.types[s] for s in self.input_slots))
         return nodes, ins, output_slots
 
     def plan_for(self, output_slots: tuple[int, ...]) -> Any:
-        build: Callable[[], Any] = lambda: build_plan(self.nodes, self.input_slots, output_slots,
-                                                      self.types)
-        key = (*self.key(output_slots), get_executor())  # a plan is specific to its executor
-        return PLAN_CACHE.get_or_build(key, build, self.owner)
+        return get_plan(self.key(output_slots), self.nodes, self.input_slots, output_slots,
+                        self.types, owner=self.owner)
 
     def input_values(self) -> list[Any]:
         return [o._data if isinstance(o, NDArray) else o for o in self.input_objects]
@@ -218,23 +219,19 @@ class Trace:
     def to_samediff(self, output_slots: tuple[int, ...] = ()) -> SameDiff:
         """The trace as a SameDiff graph: inputs become placeholders (or constants for Python
         scalars), ops keep their attributes, outputs are named ``out_i``."""
-        sd = SameDiff.create()
+        graph = Graph()
         names: dict[int, str] = {}
         for k, slot in enumerate(self.input_slots):
             names[slot] = f"in_{k}"
-            sd._add_var(names[slot], VariableType.PLACEHOLDER, self.types[slot])
+            graph.add_var(names[slot], VariableType.PLACEHOLDER, self.types[slot])
         wanted = {s: i for i, s in enumerate(output_slots)}
         for i, node in enumerate(self.nodes):
             base = node.name or f"{node.op.name}_{i}"
             outs = []
             for j, slot in enumerate(node.outputs):
                 name = f"out_{wanted[slot]}" if slot in wanted else (base if j == 0 else f"{base}:{j}")
-                names[slot] = sd._unique(name, sd._vars) if name in sd._vars else name
+                names[slot] = graph.unique(name) if name in graph.vars else name
                 outs.append(names[slot])
-            graph_node = Node(base, node.op, node.attrs, tuple(names[s] for s in node.inputs),
-                              tuple(outs))
-            sd._nodes.append(graph_node)
-            sd._node_names.add(base)
-            for slot, name in zip(node.outputs, outs):
-                sd._add_var(name, VariableType.ARRAY, self.types[slot], producer=graph_node)
-        return sd
+            graph.add_node(node.op, node.attrs, tuple(names[s] for s in node.inputs),
+                           [self.types[s] for s in node.outputs], base, outs)
+        return SameDiff(graph)

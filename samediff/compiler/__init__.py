@@ -1,8 +1,11 @@
 """The fused compiler: plans of Numba kernels, with the interpreter as reference and fallback.
 
-``make_plan(nodes, input_slots, output_slots, types)`` is the planner used by tracing and by
-``SameDiff.output``. The executor is ``"compiled"`` by default; ``ND4PY_EXECUTOR=interpreter``
-or ``set_executor("interpreter")`` selects the interpreter (for debugging).
+``make_plan(nodes, input_slots, output_slots, types)`` is the default planner: it builds one
+plan, uncached. Callers get plans through ``samediff.compiler.cache.get_plan``, the one plan
+cache (LRU, statistics, interpreter fallback, replaceable planner), shared by traces,
+compiled functions, ``SameDiff.output`` and training steps. The executor is ``"compiled"`` by
+default; ``ND4PY_EXECUTOR=interpreter`` or ``set_executor("interpreter")`` selects the
+interpreter (for debugging).
 """
 from __future__ import annotations
 

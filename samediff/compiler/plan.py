@@ -23,11 +23,11 @@ from .. import interpreter
 from ..errors import NdError
 from ..ops import TensorType
 from ..ops.families import reduce_shape
-from . import exprs  # noqa: F401  (fills the ops' scalar slots)
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
-from .rowwise import render_rows, row_anchor, row_broadcastable, row_view_shape, spec_for_rows
+from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
+                      spec_for_rows)
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -58,7 +58,7 @@ def _compute_dtype(types: list[TensorType]) -> np.dtype | None:
 
 
 def fusable(node: Any, types: Sequence[TensorType]) -> bool:
-    if node.op.scalar is None or len(node.outputs) != 1:
+    if not node.op.fusable or len(node.outputs) != 1:
         return False
     ins = [types[i] for i in node.inputs]
     out = types[node.outputs[0]]
@@ -81,7 +81,7 @@ class Group:
     shape: tuple[int, ...]
     nodes: list = field(default_factory=list)
     produced: set = field(default_factory=set)
-    rowwise: bool = False   # has a row anchor (layer_norm/softmax/log_softmax)
+    rowwise: bool = False   # has a row anchor (an op with ``row_kernel``: softmax...)
     reduce_split: int | None = None  # ends with a reduction over dims[reduce_split:]
     prologue: int = 0       # row groups: elementwise nodes computing the anchor's input first
 
@@ -360,7 +360,8 @@ class KernelStep:
 
 
 class RowStep(KernelStep):
-    """A row anchor (layer_norm/softmax/log_softmax over the last axis) and its epilogue."""
+    """A row anchor (``op.row_kernel``: softmax, layer_norm... over the last axis) and its
+    epilogue."""
 
     def __init__(self, group: Group, types: Sequence[TensorType], needed_after: set) -> None:
         self.prologue = group.prologue
@@ -376,8 +377,8 @@ class RowStep(KernelStep):
 
     def source(self) -> str:
         anchor = self.nodes[self.prologue]
-        eps = anchor.attrs.epsilon if anchor.op.name == "layer_norm" else None
-        return render_rows(self.spec, anchor.op.name, eps, self.prologue)
+        return render_rows(self.spec, anchor.op.row_kernel.variant, row_epsilon(anchor),
+                           self.prologue)
 
     def warmup_values(self, types: Sequence[TensorType]) -> dict:
         cols = 1 if self.shape[-1] == 1 else 2  # rows of one column fix the column patterns
@@ -443,7 +444,7 @@ class ReduceStep(KernelStep):
                           ((refs[self.reduction.inputs[0]], types[out].dtype),))
 
     def source(self) -> str:
-        return render_reduce(self.spec, self.reduction.op.name)
+        return render_reduce(self.spec, self.reduction.op.accumulate)
 
     def warmup_values(self, types: Sequence[TensorType]) -> dict:
         # size 1 stays 1 (it decides the pattern), every other dim becomes 2: tiny, and never
@@ -461,7 +462,7 @@ class ReduceStep(KernelStep):
         if len(shape) != len(self.shape):
             return False
         rows, cols = math.prod(shape[:self.split]), math.prod(shape[self.split:])
-        if cols == 0 and self.reduction.op.name in ("max", "min"):
+        if cols == 0 and not self.reduction.op.accumulate.empty:
             return False  # numpy raises for an empty max/min: let the interpreter say so
         views = []
         for sh, (_, (brow, bcol)) in zip(shapes, self.spec.arrays):

@@ -1,9 +1,10 @@
 """Reductions fused with the elementwise chain that feeds them.
 
-``sum``/``mean``/``max``/``min`` over trailing dims (or all dims) whose input is computed by an
-elementwise group nobody else reads: the kernel views the data as ``(rows, cols)`` (cols = the
-reduced trailing dims), computes the chain per element and accumulates it in a register, so the
-full-size intermediate is never written. Sums accumulate in float64 for float32 data.
+A reduction that declares how to fold it (``OpDef.accumulate``: ``sum``/``mean``/``max``/``min``)
+over trailing dims (or all dims) whose input is computed by an elementwise group nobody else
+reads: the kernel views the data as ``(rows, cols)`` (cols = the reduced trailing dims),
+computes the chain per element and accumulates it in a register, so the full-size intermediate
+is never written. Sums accumulate in float64 for float32 data.
 """
 from __future__ import annotations
 
@@ -12,19 +13,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops import TensorType
+from ..ops.registry import Accumulator
 from ..ops.families import normalize_dims
 from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator,
                       kernel_params, module_source)
 from .exprs import Emitter
 
-# np.maximum/np.minimum propagate NaN like numpy's max/min (Python's max(acc, nan) is acc)
-REDUCERS = {"sum": ("0.0", "acc + {v}"), "mean": ("0.0", "acc + {v}"),
-            "max": ("-np.inf", "np.maximum(acc, {v})"), "min": ("np.inf", "np.minimum(acc, {v})")}
-
-
 def trailing_split(node: Any, types: Sequence[TensorType]) -> int | None:
-    """Index of the first reduced dim if ``node`` reduces trailing dims of a float input."""
-    if node.op.name not in REDUCERS:
+    """Index of the first reduced dim if ``node`` is a fusable reduction (it declares
+    ``accumulate``) over trailing dims of a float input."""
+    if node.op.accumulate is None:
         return None
     x = types[node.inputs[0]]
     rank = len(x.shape)
@@ -57,9 +55,8 @@ def split_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...], split: int) 
     return None
 
 
-def render_reduce(spec: KernelSpec, reducer: str) -> str:
+def render_reduce(spec: KernelSpec, acc: Accumulator) -> str:
     """Kernels: per row, run the chain over the columns and fold it into ``acc``."""
-    init, step = REDUCERS[reducer]
     reads = [f"a{k} = in{k}[{'0' if brow else 'r'}, {'0' if bcol else 'c'}]"
              for k, (_, (brow, bcol)) in enumerate(spec.arrays)]
     body = list(reads)
@@ -68,14 +65,13 @@ def render_reduce(spec: KernelSpec, reducer: str) -> str:
                            *(_arg(a, n.compute) for a in n.args))
         body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
     (value, dtype), = spec.outputs
-    body.append("acc = " + step.format(v=value))
-    final = "acc / C" if reducer == "mean" else "acc"
+    body.append("acc = " + acc.step.format(v=value))
     params = kernel_params(spec, ["o0", "C"])
     lines = list(PRELUDE)
     for name, parallel in VARIANTS:
         lines += [decorator(parallel), f"def {name}({params}):",
                   f"    for r in {'prange' if parallel else 'range'}(o0.size):",
-                  f"        acc = {init}", "        for c in range(C):"]
+                  f"        acc = {acc.init}", "        for c in range(C):"]
         lines += ["            " + b for b in body]
-        lines += [f"        o0[r] = {_PREFIX[dtype]}({final})", ""]
+        lines += [f"        o0[r] = {_PREFIX[dtype]}({acc.finish})", ""]
     return module_source(lines)

@@ -1,5 +1,7 @@
-"""Row-wise fused kernels: ``layer_norm`` / ``softmax`` / ``log_softmax`` over the last axis,
-followed by the elementwise ops that consume their result, in one kernel.
+"""Row-wise fused kernels: a row anchor (an op declaring ``row_kernel``: ``layer_norm``,
+``softmax``, ``log_softmax``) over the last axis, followed by the elementwise ops that consume
+its result, in one kernel. The anchor's ``RowKernel.variant`` picks the row algorithm below
+(``"normalize"``, ``"softmax"``, ``"log_softmax"``).
 
 Arrays are viewed as 2-D ``(rows, C)``; each row is handled by one iteration of a ``prange``
 loop: the row statistics (mean/variance, or max/sum of exponentials) are computed in a couple
@@ -25,22 +27,32 @@ from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, NodeSpec, 
                       decorator, module_source, kernel_params)
 from .exprs import Emitter
 
-ANCHORS = ("layer_norm", "softmax", "log_softmax")
+#: the row algorithms ``render_rows`` implements (every ``RowKernel.VARIANTS``)
+ROW_VARIANTS = ("normalize", "softmax", "log_softmax")
 
 
 def row_anchor(node: Any, types: Sequence[TensorType]) -> bool:
-    """Can ``node`` start a row-wise kernel?"""
-    if node.op.name not in ANCHORS:
+    """Can ``node`` start a row-wise kernel? (A row anchor over its last axis, float data.)"""
+    row = node.op.row_kernel
+    if row is None:
         return False
     x, out = types[node.inputs[0]], types[node.outputs[0]]
     rank = len(x.shape)
     if rank == 0 or x.dtype not in FLOATS or out.dtype != x.dtype or x.shape[-1] < 0:
         return False
-    if node.op.name == "layer_norm":
-        if normalize_dims(node.attrs.dims, rank) != (rank - 1,):
+    axis = getattr(node.attrs, row.axis)
+    if isinstance(axis, tuple):  # a dims attribute: it must be the last dim alone
+        if normalize_dims(axis, rank) != (rank - 1,):
             return False
-        return all(row_broadcastable(types[i], x.shape) for i in node.inputs[1:])
-    return node.attrs.dim in (-1, rank - 1)
+    elif axis not in (-1, rank - 1):
+        return False
+    return all(row_broadcastable(types[i], x.shape) for i in node.inputs[1:])
+
+
+def row_epsilon(node: Any) -> float | None:
+    """The anchor's epsilon (variant "normalize"), or None."""
+    name = node.op.row_kernel.epsilon
+    return None if name is None else float(getattr(node.attrs, name))
 
 
 def row_broadcastable(t: TensorType, shape: tuple[int, ...]) -> bool:
@@ -59,10 +71,12 @@ def row_pattern(t_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[bool,
     return (not full, tuple(t_shape)[-1:] in ((), (1,)) and shape[-1] != 1)
 
 
-def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int = 0) -> str:
+def render_rows(spec: KernelSpec, variant: str, eps: float | None, prologue: int = 0) -> str:
     """Source of the row kernels. ``spec.nodes`` are ``prologue`` elementwise nodes computing
-    the anchor's input (evaluated once per element into a scratch row), the anchor, then the
-    epilogue."""
+    the anchor's input (evaluated once per element into a scratch row), the anchor (computed
+    by the row algorithm ``variant``, one of ``ROW_VARIANTS``), then the epilogue."""
+    if variant not in ROW_VARIANTS:
+        raise ValueError(f"unknown row kernel variant {variant!r}; implemented: {ROW_VARIANTS}")
     first, epilogue = spec.nodes[prologue], spec.nodes[prologue + 1:]
     dt = _PREFIX[first.out_dtype]
     e_exp = Emitter(first.out_dtype, None).f("exp")  # vectorizable exp for float32
@@ -78,7 +92,7 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int 
         load_x, row = f"{x} = xr[c]", "xr"
     else:
         load_x, row = reads[int(x[1:])], _row_expr(x, spec)
-    if anchor == "layer_norm":
+    if variant == "normalize":
         # statistics accumulate in float64 (ops/nn.py does the same); the normalization runs
         # in the kernel's dtype: float32 as (x / p - mu / p) * (p / std) - c with p a power of
         # two and c the rounding of mu / p (see row_norm_f32): no overflow for rows near
@@ -98,7 +112,7 @@ def render_rows(spec: KernelSpec, anchor: Any, eps: float | None, prologue: int 
         stats = [f"m = {dt}(row_max({row}))", f"tmp = np.empty(C, {dt})", "for c in range(C):",
                  f"    {load_x}", f"    tmp[c] = {e_exp}({x} - m)",
                  f"acc = {dt}(row_sum(tmp))"]
-        if anchor == "softmax":
+        if variant == "softmax":
             value = f"{dt}(tmp[c] / acc)"
         else:
             # (x - m) - log(acc), as the eager op: x - (m + log(acc)) loses log(acc) next to

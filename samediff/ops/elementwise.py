@@ -1,7 +1,12 @@
 """Elementwise ops: unary math, activations, binary arithmetic/comparison/logic, where, clip, cast.
 
-Each op is one line of numpy. Constants are Python floats on purpose: they are *weak*
-(NEP 50), so float32 inputs stay float32.
+Each op is one definition: its numpy implementation (one line, mostly), and with it the
+scalar expression fused kernels compute per element (``scalar=``, see ``registry.py``; or
+``unfused=`` saying why there is none), ``exact=True`` where that expression performs numpy's
+IEEE operations in numpy's order (kernels then equal the eager op bit for bit), and for the
+newer ops their gradient rule (``grad=``; the older ones have theirs in
+``grads_elementwise.py``, one ``unary_grad`` line each). Constants are Python floats on
+purpose: they are *weak* (NEP 50), so float32 inputs stay float32.
 """
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import math
 
 import numpy as np
 
+from .call import op
 from .families import Attr, REQUIRED, binary, elementwise, unary
 from .registry import TensorType, define
 
@@ -72,107 +78,237 @@ def _softsign(x):
     return np.where(np.isinf(x), np.sign(x), x / (1.0 + np.abs(x)))
 
 
+#: hard_swish is x * 0 and mish ~ x exp(x) = -0.0 for every x below these points: clamping x
+#: there changes no finite result and gives the limit -0.0 at -inf (not -inf * 0 = NaN).
+_HARD_SWISH_FLOOR, _MISH_FLOOR = -4.0, -800.0
+_LN2 = math.log(2.0)
+
+
+def _hard_swish(x):
+    x = np.maximum(x, _HARD_SWISH_FLOOR)
+    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _mish(x):
+    x = np.maximum(x, _MISH_FLOOR)
+    return x * np.tanh(_softplus(x))
+
+
 def _relu(x, *, cutoff):
     if cutoff == 0.0:
         return np.maximum(x, 0)
     return np.where(np.greater(x, cutoff), x, 0).astype(np.asarray(x).dtype, copy=False)
 
 
+# --- scalar expressions: source of one element (the emitter protocol is in registry.py) -------
+
+
+def _fn(name):
+    """The kernel dtype's own math function: ``exp_f32`` (vectorizable) or ``exp_f64`` (libm)."""
+    return lambda e, x: f"{e.f(name)}({x})"
+
+
+def _math(name):
+    """Python's ``math.<name>`` (Numba calls libm in the argument's precision)."""
+    return lambda e, x: f"math.{name}({x})"
+
+
+def _np(name):
+    return lambda e, x: f"np.{name}({x})"
+
+
+def _infix(template):
+    return lambda e, x, y: template.format(x=x, y=y)
+
+
+def _clip(x, lo, hi):
+    return f"np.minimum(np.maximum({x}, {lo}), {hi})"
+
+
+def _hard_swish_expr(e, x):
+    m = f"np.maximum({x}, {e.c(_HARD_SWISH_FLOOR)})"
+    return f"(({m} * {_clip(f'{m} + {e.c(3)}', e.c(0), e.c(6))}) / {e.c(6)})"
+
+
+def _mish_expr(e, x):
+    m = f"np.maximum({x}, {e.c(_MISH_FLOOR)})"
+    return f"({m} * {e.f('tanh')}({e.f('softplus')}({m})))"
+
+
+# --- gradients of the ops defined here (the others: grads_elementwise.py) -------------------
+
+
+def _hard_swish_grad(x, y, g, a):
+    # PyTorch's convention: 0 below -3, x/3 + 1/2 on [-3, 3] (both ends included), 1 above
+    return op.where(x < -3.0, 0.0, op.where(x <= 3.0, g * (x / 3.0 + 0.5), g))
+
+
+def _mish_grad(x, y, g, a):
+    # d/dx x tanh(sp(x)) = t + x (1 - t^2) sigmoid(x); clipped so that x (1 - t^2) is 0, not
+    # inf * 0, at +-inf (the derivative is exactly 0 / 1 beyond +-800 in every float format)
+    x = op.clip_by_value(x, clip_min=_MISH_FLOOR, clip_max=-_MISH_FLOOR)
+    t = x.softplus().tanh()
+    return g * (t + x * (1.0 - t * t) * x.sigmoid())
+
+
 _ALPHA = {"alpha": (Attr.FLOAT, 0.01)}
 
-# --- unary math ---------------------------------------------------------------------------
-unary("neg", np.negative, doc="Elementwise negation, ``-x``.")
-unary("abs", np.abs, doc="Elementwise absolute value.")
-unary("sign", np.sign, doc="Elementwise sign (-1, 0, 1).")
-unary("exp", np.exp, doc="Elementwise ``e**x``.")
-unary("expm1", np.expm1, doc="Elementwise ``exp(x) - 1``, accurate near 0.")
-unary("log", np.log, doc="Elementwise natural logarithm.")
-unary("log1p", np.log1p, doc="Elementwise ``log(1 + x)``, accurate near 0.")
-unary("sqrt", np.sqrt, doc="Elementwise square root.")
-unary("rsqrt", lambda x: 1.0 / np.sqrt(x), doc="Elementwise ``1 / sqrt(x)``.")
-unary("square", np.square, doc="Elementwise ``x * x``.")
-unary("reciprocal", lambda x: np.true_divide(1, x), doc="Elementwise ``1 / x`` (true division).")
-unary("sin", np.sin, doc="Elementwise sine.")
-unary("cos", np.cos, doc="Elementwise cosine.")
-unary("tan", np.tan, doc="Elementwise tangent.")
-unary("asin", np.arcsin, doc="Elementwise inverse sine.")
-unary("acos", np.arccos, doc="Elementwise inverse cosine.")
-unary("atan", np.arctan, doc="Elementwise inverse tangent.")
-unary("sinh", np.sinh, doc="Elementwise hyperbolic sine.")
-unary("cosh", np.cosh, doc="Elementwise hyperbolic cosine.")
-unary("tanh", np.tanh, doc="Elementwise hyperbolic tangent.")
-unary("floor", np.floor, doc="Elementwise floor.")
-unary("ceil", np.ceil, doc="Elementwise ceiling.")
-unary("round", _round_half_away, doc="Elementwise rounding, halves away from zero (like ND4J).")
-unary("erf", _erf, doc="Elementwise Gauss error function.")
-unary("isnan", np.isnan, doc="Elementwise NaN test (bool result).")
-unary("isinf", np.isinf, doc="Elementwise infinity test (bool result).")
-unary("isfinite", np.isfinite, doc="Elementwise finiteness test (bool result).")
-unary("logical_not", np.logical_not, doc="Elementwise logical not (bool result).")
+# --- unary math -----------------------------------------------------------------------------
+unary("neg", np.negative, scalar=lambda e, x: f"(-{x})", exact=True,
+      doc="Elementwise negation, ``-x``.")
+unary("abs", np.abs, scalar=lambda e, x: f"abs({x})", exact=True, doc="Elementwise absolute value.")
+unary("sign", np.sign, unfused="no kernel expression yet: numpy's results for NaN and +-0 need "
+      "a chain of selects", doc="Elementwise sign (-1, 0, 1).")
+unary("exp", np.exp, scalar=_fn("exp"), doc="Elementwise ``e**x``.")
+unary("expm1", np.expm1, scalar=_fn("expm1"), doc="Elementwise ``exp(x) - 1``, accurate near 0.")
+unary("log", np.log, scalar=_fn("log"), doc="Elementwise natural logarithm.")
+unary("log1p", np.log1p, scalar=_fn("log1p"), doc="Elementwise ``log(1 + x)``, accurate near 0.")
+unary("sqrt", np.sqrt, scalar=_math("sqrt"), exact=True, doc="Elementwise square root.")
+unary("rsqrt", lambda x: 1.0 / np.sqrt(x), scalar=lambda e, x: f"({e.c(1)} / math.sqrt({x}))",
+      exact=True, doc="Elementwise ``1 / sqrt(x)``.")
+unary("square", np.square, scalar=lambda e, x: f"({x} * {x})", exact=True,
+      doc="Elementwise ``x * x``.")
+unary("reciprocal", lambda x: np.true_divide(1, x), scalar=lambda e, x: f"({e.c(1)} / {x})",
+      exact=True, doc="Elementwise ``1 / x`` (true division).")
+unary("sin", np.sin, scalar=_math("sin"), doc="Elementwise sine.")
+unary("cos", np.cos, scalar=_math("cos"), doc="Elementwise cosine.")
+unary("tan", np.tan, scalar=_math("tan"), doc="Elementwise tangent.")
+unary("asin", np.arcsin, scalar=_math("asin"), doc="Elementwise inverse sine.")
+unary("acos", np.arccos, scalar=_math("acos"), doc="Elementwise inverse cosine.")
+unary("atan", np.arctan, scalar=_math("atan"), doc="Elementwise inverse tangent.")
+unary("sinh", np.sinh, scalar=_math("sinh"), doc="Elementwise hyperbolic sine.")
+unary("cosh", np.cosh, scalar=_math("cosh"), doc="Elementwise hyperbolic cosine.")
+unary("tanh", np.tanh, scalar=_fn("tanh"), doc="Elementwise hyperbolic tangent.")
+unary("floor", np.floor, scalar=_np("floor"), exact=True, doc="Elementwise floor.")
+unary("ceil", np.ceil, scalar=_np("ceil"), exact=True, doc="Elementwise ceiling.")
+unary("round", _round_half_away, unfused="no kernel expression yet: halves away from zero "
+      "need a select on the exact fraction",
+      doc="Elementwise rounding, halves away from zero (like ND4J).")
+unary("erf", _erf, scalar=_fn("erf"), doc="Elementwise Gauss error function.")
+unary("isnan", np.isnan, scalar=_np("isnan"), exact=True,
+      doc="Elementwise NaN test (bool result).")
+unary("isinf", np.isinf, scalar=_np("isinf"), exact=True,
+      doc="Elementwise infinity test (bool result).")
+unary("isfinite", np.isfinite, scalar=_np("isfinite"), exact=True,
+      doc="Elementwise finiteness test (bool result).")
+unary("logical_not", np.logical_not, scalar=lambda e, x: f"(not {x})", exact=True,
+      doc="Elementwise logical not (bool result).")
+unary("log2", np.log2, scalar=_math("log2"), grad=lambda x, y, g, a: g / (x * _LN2),
+      doc="Elementwise base-2 logarithm (``log2(8) == 3`` exactly).")
+unary("exp2", np.exp2, scalar=_np("exp2"), grad=lambda x, y, g, a: g * y * _LN2,
+      doc="Elementwise ``2**x``.")
+unary("cube", lambda x: x * x * x, scalar=lambda e, x: f"({x} * {x} * {x})", exact=True,
+      grad=lambda x, y, g, a: 3.0 * g * x * x, doc="Elementwise ``x * x * x`` (ND4J's cube).")
 
 # --- activations (nn namespace) -------------------------------------------------------------
-unary("sigmoid", _sigmoid, namespace="nn", doc="Logistic sigmoid ``1 / (1 + exp(-x))``.")
-unary("softplus", _softplus, namespace="nn", doc="``log(1 + exp(x))``, overflow-free.")
-unary("softsign", _softsign, namespace="nn", doc="``x / (1 + |x|)`` (+-1 at +-inf).")
-unary("relu", _relu, namespace="nn", attrs={"cutoff": (Attr.FLOAT, 0.0)},
+unary("sigmoid", _sigmoid, namespace="nn", scalar=_fn("sigmoid"),
+      doc="Logistic sigmoid ``1 / (1 + exp(-x))``.")
+unary("softplus", _softplus, namespace="nn", scalar=_fn("softplus"),
+      doc="``log(1 + exp(x))``, overflow-free.")
+# +-1 at +-inf (the limit), not inf / inf = NaN: the same select as the eager op
+unary("softsign", _softsign, namespace="nn", exact=True,
+      scalar=lambda e, x: (f"(math.copysign({e.c(1)}, {x}) if np.isinf({x}) else "
+                           f"({x} / ({e.c(1)} + abs({x}))))"),
+      doc="``x / (1 + |x|)`` (+-1 at +-inf).")
+unary("relu", _relu, namespace="nn", attrs={"cutoff": (Attr.FLOAT, 0.0)}, exact=True,
+      scalar=lambda e, x: (f"np.maximum({x}, {e.c(0)})" if e.attrs.cutoff == 0.0
+                           else f"({x} if {x} > {e.a('cutoff')} else {e.c(0)})"),
       doc="Rectified linear unit: ``x`` where ``x > cutoff``, else 0.")
-unary("relu6", lambda x: np.clip(x, 0, 6), namespace="nn", doc="``min(max(x, 0), 6)``.")
+unary("relu6", lambda x: np.clip(x, 0, 6), namespace="nn", exact=True,
+      scalar=lambda e, x: _clip(x, e.c(0), e.c(6)), doc="``min(max(x, 0), 6)``.")
 unary("leaky_relu", lambda x, *, alpha: np.where(np.greater_equal(x, 0), x, alpha * x),
-      namespace="nn", attrs=_ALPHA, nd4j="leakyRelu", doc="``x`` if ``x >= 0`` else ``alpha * x``.")
+      namespace="nn", attrs=_ALPHA, nd4j="leakyRelu", exact=True,
+      scalar=lambda e, x: f"({x} if {x} >= {e.c(0)} else {e.a('alpha')} * {x})",
+      doc="``x`` if ``x >= 0`` else ``alpha * x``.")
 unary("elu", lambda x, *, alpha: np.where(np.greater(x, 0), x, alpha * np.expm1(np.minimum(x, 0))),
-      namespace="nn", attrs={"alpha": (Attr.FLOAT, 1.0)}, doc="Exponential linear unit.")
+      namespace="nn", attrs={"alpha": (Attr.FLOAT, 1.0)},
+      scalar=lambda e, x: (f"({x} if {x} > {e.c(0)} else "
+                           f"{e.a('alpha')} * {e.f('expm1')}(min({x}, {e.c(0)})))"),
+      doc="Exponential linear unit.")
 unary("selu", lambda x: _SELU_SCALE * np.where(np.greater(x, 0), x,
                                                _SELU_ALPHA * np.expm1(np.minimum(x, 0))),
-      namespace="nn", doc="Scaled exponential linear unit.")
+      namespace="nn",
+      scalar=lambda e, x: (f"({e.c(_SELU_SCALE)} * ({x} if {x} > {e.c(0)} else "
+                           f"{e.c(_SELU_ALPHA)} * {e.f('expm1')}(min({x}, {e.c(0)}))))"),
+      doc="Scaled exponential linear unit.")
 unary("gelu", _gelu, namespace="nn", attrs={"approximate": (Attr.BOOL, True)},
+      scalar=lambda e, x: f"{e.f('gelu_tanh' if e.attrs.approximate else 'gelu_erf')}({x})",
       doc="Gaussian error linear unit; ``approximate=True`` uses the tanh form (as JAX), "
           "``False`` the exact erf form (ND4J's precise_gelu). ``gelu(-inf)`` is -0.0.")
-unary("swish", _swish, namespace="nn", aliases=("silu",),
+unary("swish", _swish, namespace="nn", aliases=("silu",), scalar=_fn("swish"),
       doc="``x * sigmoid(x)`` (also called SiLU); ``swish(-inf)`` is -0.0.")
 unary("hard_sigmoid", lambda x: np.clip(0.2 * x + 0.5, 0.0, 1.0), namespace="nn",
-      nd4j="hardSigmoid", doc="``clip(0.2 * x + 0.5, 0, 1)`` (ND4J's definition).")
-unary("hard_tanh", lambda x: np.clip(x, -1, 1), namespace="nn", nd4j="hardTanh",
-      doc="``clip(x, -1, 1)``.")
+      nd4j="hardSigmoid", exact=True,
+      scalar=lambda e, x: _clip(f"{e.c(0.2)} * {x} + {e.c(0.5)}", e.c(0), e.c(1)),
+      doc="``clip(0.2 * x + 0.5, 0, 1)`` (ND4J's definition).")
+unary("hard_tanh", lambda x: np.clip(x, -1, 1), namespace="nn", nd4j="hardTanh", exact=True,
+      scalar=lambda e, x: _clip(x, e.c(-1), e.c(1)), doc="``clip(x, -1, 1)``.")
 unary("log_sigmoid", lambda x: -_softplus(-x), namespace="nn", nd4j="logSigmoid",
-      doc="``log(sigmoid(x))``, overflow-free.")
+      scalar=lambda e, x: f"(-{e.f('softplus')}(-{x}))", doc="``log(sigmoid(x))``, overflow-free.")
+unary("hard_swish", _hard_swish, namespace="nn", aliases=("hardswish",), exact=True,
+      scalar=_hard_swish_expr, grad=_hard_swish_grad,
+      doc="``x * relu6(x + 3) / 6`` (PyTorch's hardswish, and its gradient: 0 below -3, "
+          "``x / 3 + 1/2`` on [-3, 3], 1 above); ``hard_swish(-inf)`` is -0.0.")
+unary("mish", _mish, namespace="nn", scalar=_mish_expr, grad=_mish_grad,
+      doc="``x * tanh(softplus(x))``; ``mish(-inf)`` is -0.0.")
 
 # --- binary -------------------------------------------------------------------------------
-binary("add", np.add, doc="Elementwise ``x + y`` with broadcasting.")
-binary("sub", np.subtract, doc="Elementwise ``x - y`` with broadcasting.")
-binary("mul", np.multiply, doc="Elementwise ``x * y`` with broadcasting.")
-binary("div", np.true_divide, doc="Elementwise true division ``x / y`` with broadcasting.")
-binary("rsub", lambda x, y: np.subtract(y, x), doc="Reversed subtraction ``y - x``.")
-binary("rdiv", lambda x, y: np.true_divide(y, x), doc="Reversed division ``y / x``.")
-binary("pow", np.power, doc="Elementwise ``x ** y``.")
-binary("maximum", np.maximum, nd4j="max", doc="Elementwise maximum (NaN propagates).")
-binary("minimum", np.minimum, nd4j="min", doc="Elementwise minimum (NaN propagates).")
-binary("floor_mod", np.mod, nd4j="floorMod", doc="Remainder with the sign of ``y`` (Python ``%``).")
-binary("floor_div", np.floor_divide, nd4j="floorDiv", doc="Floor division (Python ``//``).")
-elementwise("atan2", ["y", "x"], np.arctan2, doc="Elementwise ``atan(y / x)`` in the right quadrant.")
+binary("add", np.add, scalar=_infix("({x} + {y})"), exact=True,
+       doc="Elementwise ``x + y`` with broadcasting.")
+binary("sub", np.subtract, scalar=_infix("({x} - {y})"), exact=True,
+       doc="Elementwise ``x - y`` with broadcasting.")
+binary("mul", np.multiply, scalar=_infix("({x} * {y})"), exact=True,
+       doc="Elementwise ``x * y`` with broadcasting.")
+binary("div", np.true_divide, scalar=_infix("({x} / {y})"), exact=True,
+       doc="Elementwise true division ``x / y`` with broadcasting.")
+binary("rsub", lambda x, y: np.subtract(y, x), scalar=_infix("({y} - {x})"), exact=True,
+       doc="Reversed subtraction ``y - x``.")
+binary("rdiv", lambda x, y: np.true_divide(y, x), scalar=_infix("({y} / {x})"), exact=True,
+       doc="Reversed division ``y / x``.")
+binary("pow", np.power, scalar=_infix("({x} ** {y})"), doc="Elementwise ``x ** y``.")
+binary("maximum", np.maximum, nd4j="max", scalar=_infix("np.maximum({x}, {y})"), exact=True,
+       doc="Elementwise maximum (NaN propagates).")
+binary("minimum", np.minimum, nd4j="min", scalar=_infix("np.minimum({x}, {y})"), exact=True,
+       doc="Elementwise minimum (NaN propagates).")
+binary("floor_mod", np.mod, nd4j="floorMod", unfused="no kernel expression yet: numpy's mod "
+       "(sign of y, zero and infinite divisors)",
+       doc="Remainder with the sign of ``y`` (Python ``%``).")
+binary("floor_div", np.floor_divide, nd4j="floorDiv", unfused="no kernel expression yet: "
+       "numpy's floor_divide (zero and infinite divisors)", doc="Floor division (Python ``//``).")
+elementwise("atan2", ["y", "x"], np.arctan2, scalar=_infix("math.atan2({x}, {y})"),
+            doc="Elementwise ``atan(y / x)`` in the right quadrant.")
 binary("squared_difference", lambda x, y: np.square(np.subtract(x, y)), nd4j="squaredDifference",
+       scalar=_infix("(({x} - {y}) * ({x} - {y}))"), exact=True,
        doc="Elementwise ``(x - y) ** 2``.")
-binary("eq", np.equal, doc="Elementwise ``x == y`` (bool result).")
-binary("neq", np.not_equal, doc="Elementwise ``x != y`` (bool result).")
-binary("gt", np.greater, doc="Elementwise ``x > y`` (bool result).")
-binary("gte", np.greater_equal, doc="Elementwise ``x >= y`` (bool result).")
-binary("lt", np.less, doc="Elementwise ``x < y`` (bool result).")
-binary("lte", np.less_equal, doc="Elementwise ``x <= y`` (bool result).")
-binary("logical_and", np.logical_and, doc="Elementwise logical and (bool result).")
-binary("logical_or", np.logical_or, doc="Elementwise logical or (bool result).")
-binary("logical_xor", np.logical_xor, doc="Elementwise logical xor (bool result).")
+for _name, _sym, _ufunc in [("eq", "==", np.equal), ("neq", "!=", np.not_equal),
+                            ("gt", ">", np.greater), ("gte", ">=", np.greater_equal),
+                            ("lt", "<", np.less), ("lte", "<=", np.less_equal)]:
+    binary(_name, _ufunc, scalar=_infix(f"({{x}} {_sym} {{y}})"), exact=True,
+           doc=f"Elementwise ``x {_sym} y`` (bool result).")
+# logical ops read bool values (truth values, not the values themselves, for xor)
+binary("logical_and", np.logical_and, scalar=_infix("({x} and {y})"), exact=True,
+       doc="Elementwise logical and (bool result).")
+binary("logical_or", np.logical_or, scalar=_infix("({x} or {y})"), exact=True,
+       doc="Elementwise logical or (bool result).")
+binary("logical_xor", np.logical_xor, scalar=_infix("(bool({x}) != bool({y}))"), exact=True,
+       doc="Elementwise logical xor (bool result).")
 
 # --- other elementwise ------------------------------------------------------------------------
 elementwise("where", ["condition", "x", "y"], lambda c, x, y: np.where(c, x, y), namespace="base",
-            method=False, doc="Elementwise select: ``x`` where ``condition`` else ``y``.")
+            method=False, scalar=lambda e, c, x, y: f"({x} if {c} else {y})", exact=True,
+            doc="Elementwise select: ``x`` where ``condition`` else ``y``.")
 unary("clip_by_value", lambda x, *, clip_min, clip_max: np.clip(x, clip_min, clip_max),
       attrs={"clip_min": (Attr.FLOAT, REQUIRED), "clip_max": (Attr.FLOAT, REQUIRED)},
-      nd4j="clipByValue", doc="Clip values to ``[clip_min, clip_max]``.")
+      nd4j="clipByValue", scalar=lambda e, x: _clip(x, e.a("clip_min"), e.a("clip_max")),
+      exact=True, doc="Clip values to ``[clip_min, clip_max]``.")
 
 
 def _cast_infer(types: list[TensorType], attrs) -> TensorType:
     return TensorType(types[0].shape, attrs.dtype)
 
 
+# in a kernel the store into the node's dtype is the conversion
 define("cast", ["x"], _cast_infer, lambda x, *, dtype: np.asarray(x).astype(dtype),
        attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base", nd4j="castTo",
-       elementwise=True, doc="Convert to another data type (numpy ``astype`` semantics).")
+       elementwise=True, scalar=lambda e, x: x, exact=True,
+       doc="Convert to another data type (numpy ``astype`` semantics).")

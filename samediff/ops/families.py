@@ -98,8 +98,21 @@ def _signature(types: Sequence[TensorType]) -> tuple[tuple[np.dtype, bool], ...]
 # --------------------------------------------------------------------------------------------
 
 
+def unary_rule(fn: Callable[..., Any]) -> Callable[..., list]:
+    """The gradient rule of a one-input op from ``fn(x, y, g, attrs) -> dx`` (``y`` the output)."""
+    return lambda ins, outs, gs, a: [fn(ins[0], outs[0], gs[0], a)]
+
+
+def binary_rule(fn: Callable[..., Any]) -> Callable[..., list]:
+    """The gradient rule of a two-input op from ``fn(x, y, out, g) -> (dx, dy)``."""
+    return lambda ins, outs, gs, a: list(fn(ins[0], ins[1], outs[0], gs[0]))
+
+
 def elementwise(name: str, inputs: Sequence[str], impl: Callable, **meta: Any) -> OpDef:
-    """An elementwise op: output shape is the broadcast of the inputs, dtype from numpy rules."""
+    """An elementwise op: output shape is the broadcast of the inputs, dtype from numpy rules.
+
+    ``meta`` are ``OpDef`` fields: ``scalar=`` (its fused-kernel expression) or ``unfused=``
+    (why it has none), ``grad=`` (the rule), ``doc=``, ``namespace=``..."""
     op: OpDef
 
     def infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
@@ -111,12 +124,17 @@ def elementwise(name: str, inputs: Sequence[str], impl: Callable, **meta: Any) -
     return op
 
 
-def unary(name: str, impl: Callable, **meta: Any) -> OpDef:
-    return elementwise(name, ["x"], impl, **meta)
+def unary(name: str, impl: Callable, *, grad: Any = None, **meta: Any) -> OpDef:
+    """A one-input elementwise op; ``grad=fn(x, y, g, attrs) -> dx`` (``y`` the output) or
+    ``NONDIFF``."""
+    rule = unary_rule(grad) if callable(grad) else grad
+    return elementwise(name, ["x"], impl, grad=rule, **meta)
 
 
-def binary(name: str, impl: Callable, **meta: Any) -> OpDef:
-    return elementwise(name, ["x", "y"], impl, **meta)
+def binary(name: str, impl: Callable, *, grad: Any = None, **meta: Any) -> OpDef:
+    """A two-input elementwise op; ``grad=fn(x, y, out, g) -> (dx, dy)`` or ``NONDIFF``."""
+    rule = binary_rule(grad) if callable(grad) else grad
+    return elementwise(name, ["x", "y"], impl, grad=rule, **meta)
 
 
 REDUCE_ATTRS = {"dims": (Attr.DIMS, None), "keep_dims": (Attr.BOOL, False)}
@@ -132,7 +150,8 @@ def reduction(name: str, impl: Callable, *, attrs: dict | None = None, **meta: A
         (dtype,) = probe_dtypes(op, a, _signature(types), (("dims", None), ("keep_dims", False)))
         return TensorType(shape, dtype)
 
-    op = define(name, ["x"], infer, impl, attrs={**REDUCE_ATTRS, **(attrs or {})}, **meta)
+    op = define(name, ["x"], infer, impl, attrs={**REDUCE_ATTRS, **(attrs or {})},
+                reduction=True, **meta)
     return op
 
 
@@ -154,4 +173,4 @@ def same_type(types: list[TensorType], attrs: Any) -> TensorType:
 
 __all__ = ["REQUIRED", "Attr", "broadcast_shapes", "normalize_axis", "normalize_dims",
            "reduce_shape", "numel", "probe_dtypes", "elementwise", "unary", "binary",
-           "reduction", "probed_infer", "same_type"]
+           "reduction", "probed_infer", "same_type", "unary_rule", "binary_rule"]

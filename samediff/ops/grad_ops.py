@@ -46,9 +46,12 @@ def _broadcast_infer(types, attrs):
 define("reduce_to_like", ["g", "like"], _reduce_infer, _reduce_to_like, namespace="base",
        method=False, shape_adjoint=True, view=True, doc="Sum ``g`` over the dims that broadcasting added relative to "
                          "``like``'s shape (the adjoint of broadcasting).")
+# in a kernel, broadcasting is just how ``g`` is indexed; ``like`` only gives the shape (its
+# unused element load is dead code to LLVM)
 define("broadcast_like", ["g", "like"], _broadcast_infer,
        lambda g, like: np.array(np.broadcast_to(g, np.broadcast_shapes(np.shape(g), np.shape(like)))),
-       namespace="base", method=False, shape_adjoint=True,
+       namespace="base", method=False, shape_adjoint=True, scalar=lambda e, g, like: g,
+       exact=True,
        doc="Broadcast ``g`` against ``like``'s shape (result has ``g``'s dtype).")
 
 

@@ -1,7 +1,8 @@
 """Gradient rules of the structural ops: shape ops, matrix products (``linalg.py``), the nn
 ops, creation and random ops, and the gradient helpers of ``grad_ops.py``.
 
-Rules use only table ops, so backward graphs can be differentiated again. Shapes may hold -1
+Rules use only table ops -- operators and methods on the graph values, ``op.*`` (``call.py``)
+for free functions -- so backward graphs can be differentiated again. Shapes may hold -1
 (unknown) dims: a rule never turns one into a static attribute. Where a gradient needs a
 run-time shape it takes it from an input through a ``*_like`` helper of ``grad_ops.py``
 (``reshape_like``, ``slice_grad``, ``pad_grad``, ``split_like``, ``reduce_to_like``), and
@@ -27,43 +28,45 @@ from typing import Any
 
 import numpy as np
 
+from .call import op
 from .families import normalize_axis, normalize_dims
 from .nn import _stats_dtype
 from .registry import defgrad, nondifferentiable
 
 
 def _unary(name: str, fn: Any) -> None:
-    """Register ``fn(F, x, g, attrs) -> dx`` for a one-input, one-output op."""
-    defgrad(name, lambda F, ins, outs, gs, a: [fn(F, ins[0], gs[0], a)])
+    """Register ``fn(x, g, attrs) -> dx`` for a one-input, one-output op."""
+    defgrad(name, lambda ins, outs, gs, a: [fn(ins[0], gs[0], a)])
 
 
 def _like_only(name: str, fn: Any) -> None:
-    """Register ``fn(F, x, g, attrs) -> dx`` for a helper ``op(x, like)``: ``like`` only lends
+    """Register ``fn(x, g, attrs) -> dx`` for a helper ``op(x, like)``: ``like`` only lends
     its shape, so it gets no gradient."""
-    defgrad(name, lambda F, ins, outs, gs, a: [fn(F, ins[0], gs[0], a), None])
+    defgrad(name, lambda ins, outs, gs, a: [fn(ins[0], gs[0], a), None])
 
 
 def _known(shape: tuple[int, ...]) -> bool:
     return all(d >= 0 for d in shape)
 
 
-def _blocks(F: Any, g: Any, expanded: Any, reps: tuple[int, ...]) -> Any:
+def _blocks(g: Any, expanded: Any, reps: tuple[int, ...]) -> Any:
     """``g`` reshaped to ``expanded``'s shape times ``reps`` (``expanded`` has size 1 wherever
     ``reps`` is not 1): splits each repeated dim of ``g`` into (copies, size) or (size, copies)
     blocks. Static when the sizes are known, else shaped like a run-time broadcast."""
     shape = tuple(d * r if d >= 0 else -1 for d, r in zip(expanded.shape, reps))
     if _known(shape):
-        return F.reshape(g, shape=shape)
-    like = F.broadcast_like(expanded, F.zeros(shape=reps, dtype=expanded.dtype))
-    return F.reshape_like(g, like)
+        return op.reshape(g, shape=shape)
+    # any value of that shape serves as ``like``: tiling ``expanded`` by ``reps`` has it (and,
+    # unlike zeros(shape=...), it is an op on a value, so it runs wherever ``g`` lives)
+    return op.reshape_like(g, op.tile(expanded, reps=reps))
 
 
 # --- reshape / permute / transpose / expand_dims / squeeze / flatten ------------------------
 
-def _flatten(F: Any, x: Any, g: Any, a: Any) -> Any:
+def _flatten(x: Any, g: Any, a: Any) -> Any:
     if a.order.upper() == "F":  # column-major order is row-major order of the transpose
-        return F.transpose(F.reshape_like(g, F.transpose(x)))
-    return F.reshape_like(g, x)
+        return op.transpose(op.reshape_like(g, op.transpose(x)))
+    return op.reshape_like(g, x)
 
 
 def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
@@ -73,35 +76,35 @@ def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-_unary("reshape", lambda F, x, g, a: F.reshape_like(g, x))
-_unary("squeeze", lambda F, x, g, a: F.reshape_like(g, x))
+_unary("reshape", lambda x, g, a: op.reshape_like(g, x))
+_unary("squeeze", lambda x, g, a: op.reshape_like(g, x))
 _unary("flatten", _flatten)
-_unary("permute", lambda F, x, g, a: F.permute(g, dims=_inverse(a.dims)))
-_unary("transpose", lambda F, x, g, a: F.transpose(g))
-_unary("expand_dims", lambda F, x, g, a: F.squeeze(
+_unary("permute", lambda x, g, a: op.permute(g, dims=_inverse(a.dims)))
+_unary("transpose", lambda x, g, a: op.transpose(g))
+_unary("expand_dims", lambda x, g, a: op.squeeze(
     g, axis=(normalize_axis(a.axis, len(x.shape) + 1),)))
 
 
 # --- concat / stack / unstack / split ---------------------------------------------------------
 
-def _concat(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _concat(ins: list, outs: list, gs: list, a: Any) -> list:
     g = gs[0]
     if len(ins) == 1:
         return [g]
     ax = normalize_axis(a.axis, len(g.shape))
     sizes = tuple(x.shape[ax] for x in ins)
     if sum(s < 0 for s in sizes) <= 1:  # split takes one -1 (the rest)
-        return list(F.split(g, num_or_sizes=sizes, axis=ax))
-    return list(F.split_like([g, *ins], axis=ax))  # sizes known only at run time
+        return list(op.split(g, num_or_sizes=sizes, axis=ax))
+    return list(op.split_like(g, *ins, axis=ax))  # sizes known only at run time
 
 
 defgrad("concat", _concat)
-defgrad("stack", lambda F, ins, outs, gs, a: list(
-    F.unstack(gs[0], axis=normalize_axis(a.axis, len(gs[0].shape)))))
-defgrad("unstack", lambda F, ins, outs, gs, a: [
-    F.stack(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))])
-defgrad("split", lambda F, ins, outs, gs, a: [
-    F.concat(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))])
+defgrad("stack", lambda ins, outs, gs, a: list(
+    op.unstack(gs[0], axis=normalize_axis(a.axis, len(gs[0].shape)))))
+defgrad("unstack", lambda ins, outs, gs, a: [
+    op.stack(*gs, axis=normalize_axis(a.axis, len(ins[0].shape)))])
+defgrad("split", lambda ins, outs, gs, a: [
+    op.concat(*gs, axis=normalize_axis(a.axis, len(ins[0].shape)))])
 
 
 # --- slice / strided_slice ---------------------------------------------------------------------
@@ -111,95 +114,95 @@ def _slice_spec(a: Any) -> tuple:
     return tuple(("slice", b, None if s == -1 else b + s, None) for b, s in zip(a.begin, a.size))
 
 
-_unary("slice", lambda F, x, g, a: F.slice_grad(g, x, index=_slice_spec(a)))
-_unary("strided_slice", lambda F, x, g, a: F.slice_grad(g, x, index=a.index))
+_unary("slice", lambda x, g, a: op.slice_grad(g, x, index=_slice_spec(a)))
+_unary("strided_slice", lambda x, g, a: op.slice_grad(g, x, index=a.index))
 
 
 # --- gather / scatter ----------------------------------------------------------------------------
 
-def _gather(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _gather(ins: list, outs: list, gs: list, a: Any) -> list:
     """Scatter-add ``g`` into zeros of ``x``'s shape (repeated indices accumulate). scatter_add
     writes along axis 0, so ``axis`` is moved to the front and back again."""
     x, idx = ins
     g, r, k = gs[0], len(ins[0].shape), len(ins[1].shape)
     ax = normalize_axis(a.axis, r)
     if ax == 0:
-        return [F.scatter_add(F.zeros_like(x), idx, g), None]
+        return [op.scatter_add(op.zeros_like(x), idx, g), None]
     front = (ax, *range(ax), *range(ax + 1, r))
     # g's dims: x's dims before axis, then the index dims, then x's dims after axis
-    upd = F.permute(g, dims=(*range(ax, ax + k), *range(ax), *range(ax + k, r + k - 1)))
-    out = F.scatter_add(F.permute(F.zeros_like(x), dims=front), idx, upd)
-    return [F.permute(out, dims=_inverse(front)), None]
+    upd = op.permute(g, dims=(*range(ax, ax + k), *range(ax), *range(ax + k, r + k - 1)))
+    out = op.scatter_add(op.permute(op.zeros_like(x), dims=front), idx, upd)
+    return [op.permute(out, dims=_inverse(front)), None]
 
 
-def _scatter_update(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _scatter_update(ins: list, outs: list, gs: list, a: Any) -> list:
     ref, idx, upd = ins
     g = gs[0]
-    rows = F.gather(g, idx)
+    rows = op.gather(g, idx)
     # Which update reached the output? Number the updates 1..n, scatter the numbers like the
     # updates (the last duplicate wins) and keep the updates whose number came back.
-    num = F.reshape_like(F.cumsum(F.flatten(F.ones_like(idx))), idx)
+    num = op.reshape_like(op.cumsum(op.flatten(op.ones_like(idx))), idx)
     for _ in range(len(ref.shape) - 1):
-        num = F.expand_dims(num, axis=-1)
-    winner = F.gather(F.scatter_update(F.zeros_like(ref, dtype=num.dtype), idx, num), idx)
-    won = F.where(F.eq(winner, num), rows, F.zeros_like(rows))
-    return [F.scatter_update(g, idx, F.zeros_like(upd)), None, won]
+        num = op.expand_dims(num, axis=-1)
+    winner = op.gather(op.scatter_update(op.zeros_like(ref, dtype=num.dtype), idx, num), idx)
+    won = op.where(op.eq(winner, num), rows, op.zeros_like(rows))
+    return [op.scatter_update(g, idx, op.zeros_like(upd)), None, won]
 
 
 defgrad("gather", _gather)
-defgrad("scatter_add", lambda F, ins, outs, gs, a: [gs[0], None, F.gather(gs[0], ins[1])])
+defgrad("scatter_add", lambda ins, outs, gs, a: [gs[0], None, op.gather(gs[0], ins[1])])
 defgrad("scatter_update", _scatter_update)
 
 
 # --- tile / repeat / broadcast_to / pad / reverse / one_hot -----------------------------------
 
-def _tile(F: Any, x: Any, g: Any, a: Any) -> Any:
+def _tile(x: Any, g: Any, a: Any) -> Any:
     """Sum the copies: view ``g`` as (reps0, size0, reps1, size1, ...) blocks and sum the reps."""
     n = max(len(x.shape), len(a.reps))
     reps = (1,) * (n - len(a.reps)) + tuple(a.reps)
     expanded = x
     for _ in range(n - len(x.shape)):
-        expanded = F.expand_dims(expanded, axis=0)
+        expanded = op.expand_dims(expanded, axis=0)
     for i in range(n):
-        expanded = F.expand_dims(expanded, axis=2 * i)  # (1, size0, 1, size1, ...)
+        expanded = op.expand_dims(expanded, axis=2 * i)  # (1, size0, 1, size1, ...)
     interleaved = tuple(v for r in reps for v in (r, 1))
-    summed = F.sum(_blocks(F, g, expanded, interleaved), dims=tuple(range(0, 2 * n, 2)))
-    return F.reshape_like(summed, x)
+    summed = op.sum(_blocks(g, expanded, interleaved), dims=tuple(range(0, 2 * n, 2)))
+    return op.reshape_like(summed, x)
 
 
-def _repeat(F: Any, x: Any, g: Any, a: Any) -> Any:
+def _repeat(x: Any, g: Any, a: Any) -> Any:
     """Sum the copies: each element is repeated in a row, so view ``g``'s axis as (size, copies)."""
     # numpy repeats the flattened array for axis=None and treats a scalar as shape (1,)
-    base = F.flatten(x) if a.axis is None or not x.shape else x
+    base = op.flatten(x) if a.axis is None or not x.shape else x
     ax = 0 if a.axis is None else normalize_axis(a.axis, len(base.shape))
     reps = tuple(a.repeats if i == ax + 1 else 1 for i in range(len(base.shape) + 1))
-    summed = F.sum(_blocks(F, g, F.expand_dims(base, axis=ax + 1), reps), dims=(ax + 1,))
-    return summed if base is x else F.reshape_like(summed, x)
+    summed = op.sum(_blocks(g, op.expand_dims(base, axis=ax + 1), reps), dims=(ax + 1,))
+    return summed if base is x else op.reshape_like(summed, x)
 
 
-def _pad(F: Any, x: Any, g: Any, a: Any) -> Any:
+def _pad(x: Any, g: Any, a: Any) -> Any:
     if a.mode == "constant":  # the inner block; negative stops keep it free of static sizes
-        return F.strided_slice(g, index=tuple(("slice", b, -e if e else None, None)
+        return op.strided_slice(g, index=tuple(("slice", b, -e if e else None, None)
                                               for b, e in a.paddings))
-    return F.pad_grad(g, x, paddings=a.paddings, mode=a.mode)
+    return op.pad_grad(g, x, paddings=a.paddings, mode=a.mode)
 
 
 _unary("tile", _tile)
 _unary("repeat", _repeat)
-_unary("broadcast_to", lambda F, x, g, a: F.reduce_to_like(g, x))
+_unary("broadcast_to", lambda x, g, a: op.reduce_to_like(g, x))
 _unary("pad", _pad)
-_unary("reverse", lambda F, x, g, a: F.reverse(g, dims=a.dims))
+_unary("reverse", lambda x, g, a: op.reverse(g, dims=a.dims))
 nondifferentiable("one_hot")
 
 
 # --- matrix products ---------------------------------------------------------------------------
 
-def _swap_last2(F: Any, t: Any) -> Any:
+def _swap_last2(t: Any) -> Any:
     n = len(t.shape)
-    return F.permute(t, dims=(*range(n - 2), n - 1, n - 2))
+    return op.permute(t, dims=(*range(n - 2), n - 1, n - 2))
 
 
-def matmul_grads(F: Any, x: Any, y: Any, g: Any, tx: bool = False, ty: bool = False,
+def matmul_grads(x: Any, y: Any, g: Any, tx: bool = False, ty: bool = False,
                  tr: bool = False) -> tuple[Any, Any]:
     """Gradients of ``matmul(x, y, transpose_x=tx, transpose_y=ty, transpose_result=tr)``.
 
@@ -208,24 +211,24 @@ def matmul_grads(F: Any, x: Any, y: Any, g: Any, tx: bool = False, ty: bool = Fa
     row, y to a column) and the added dim is squeezed again; broadcast batch dims are summed by
     the engine."""
     if tr and len(g.shape) >= 2:  # numpy semantics: the result transpose needs rank >= 2
-        g = _swap_last2(F, g)
+        g = _swap_last2(g)
     x1, y1 = len(x.shape) == 1, len(y.shape) == 1
     if x1:
-        x, tx, g = F.expand_dims(x, axis=0), False, F.expand_dims(g, axis=-1 if y1 else -2)
+        x, tx, g = op.expand_dims(x, axis=0), False, op.expand_dims(g, axis=-1 if y1 else -2)
     if y1:
-        y, ty, g = F.expand_dims(y, axis=-1), False, F.expand_dims(g, axis=-1)
-    dx = (F.matmul(y, g, transpose_x=ty, transpose_y=True) if tx
-          else F.matmul(g, y, transpose_y=not ty))
-    dy = (F.matmul(g, x, transpose_x=True, transpose_y=tx) if ty
-          else F.matmul(x, g, transpose_x=not tx))
+        y, ty, g = op.expand_dims(y, axis=-1), False, op.expand_dims(g, axis=-1)
+    dx = (op.matmul(y, g, transpose_x=ty, transpose_y=True) if tx
+          else op.matmul(g, y, transpose_y=not ty))
+    dy = (op.matmul(g, x, transpose_x=True, transpose_y=tx) if ty
+          else op.matmul(x, g, transpose_x=not tx))
     if x1:
-        dx = F.squeeze(dx, axis=(-2,))
+        dx = op.squeeze(dx, axis=(-2,))
     if y1:
-        dy = F.squeeze(dy, axis=(-1,))
+        dy = op.squeeze(dy, axis=(-1,))
     return dx, dy
 
 
-def _tensor_mmul(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _tensor_mmul(ins: list, outs: list, gs: list, a: Any) -> list:
     """Contract ``g`` with the other operand over its free dims, then permute the result (free
     dims first, contracted dims in ascending order of the other operand) back into place."""
     x, y = ins
@@ -234,38 +237,38 @@ def _tensor_mmul(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
     ay = [normalize_axis(d, ry) for d in a.dims_y]
     fx = [i for i in range(rx) if i not in ax]
     fy = [j for j in range(ry) if j not in ay]
-    dx = F.tensor_mmul(g, y, dims_x=tuple(range(len(fx), len(fx) + len(fy))), dims_y=tuple(fy))
-    dy = F.tensor_mmul(x, g, dims_x=tuple(fx), dims_y=tuple(range(len(fx))))
+    dx = op.tensor_mmul(g, y, dims_x=tuple(range(len(fx), len(fx) + len(fy))), dims_y=tuple(fy))
+    dy = op.tensor_mmul(x, g, dims_x=tuple(fx), dims_y=tuple(range(len(fx))))
     perm_x = [fx.index(i) if i in fx else len(fx) + sorted(ay).index(ay[ax.index(i)])
               for i in range(rx)]
     perm_y = [len(ax) + fy.index(j) if j in fy else sorted(ax).index(ax[ay.index(j)])
               for j in range(ry)]
-    return [_permuted(F, dx, perm_x), _permuted(F, dy, perm_y)]
+    return [_permuted(dx, perm_x), _permuted(dy, perm_y)]
 
 
-def _permuted(F: Any, t: Any, perm: list) -> Any:
-    return t if perm == sorted(perm) else F.permute(t, dims=tuple(perm))
+def _permuted(t: Any, perm: list) -> Any:
+    return t if perm == sorted(perm) else op.permute(t, dims=tuple(perm))
 
 
-def _dot(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _dot(ins: list, outs: list, gs: list, a: Any) -> list:
     x, y = ins
     g = gs[0]
     if a.dims is not None:  # restore the reduced dims as size 1 (dims of the broadcast shape)
         for d in normalize_dims(a.dims, max(len(x.shape), len(y.shape))):
-            g = F.expand_dims(g, axis=d)
+            g = op.expand_dims(g, axis=d)
     # a reduced dim where the other operand has size 1 must still get x's size: broadcast
-    return [F.broadcast_like(g * y, x), F.broadcast_like(g * x, y)]
+    return [op.broadcast_like(g * y, x), op.broadcast_like(g * x, y)]
 
 
-defgrad("matmul", lambda F, ins, outs, gs, a: list(matmul_grads(
-    F, ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)))
+defgrad("matmul", lambda ins, outs, gs, a: list(matmul_grads(
+    ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)))
 defgrad("tensor_mmul", _tensor_mmul)
 defgrad("dot", _dot)
 
 
 # --- nn ---------------------------------------------------------------------------------------
 
-def _placed(F: Any, p: Any, rank: int, axes: tuple[int, ...]) -> Any:
+def _placed(p: Any, rank: int, axes: tuple[int, ...]) -> Any:
     """A parameter whose dims sit (right-aligned) on ``axes`` of a rank-``rank`` array, with
     size-1 dims inserted elsewhere (nn.py's placement, built with expand_dims: no static
     sizes). Scalars broadcast as they are."""
@@ -274,28 +277,28 @@ def _placed(F: Any, p: Any, rank: int, axes: tuple[int, ...]) -> Any:
     covered = axes[len(axes) - len(p.shape):]
     for q in range(rank):  # ascending: each insert leaves the later positions right
         if q not in covered:
-            p = F.expand_dims(p, axis=q)
+            p = op.expand_dims(p, axis=q)
     return p
 
 
-def _sum_except(F: Any, t: Any, keep: tuple[int, ...]) -> Any:
+def _sum_except(t: Any, keep: tuple[int, ...]) -> Any:
     """``t`` summed over every dim not in ``keep`` (parameter gradients; the engine then sums
     leading or size-1 dims down to the parameter's own shape)."""
     rest = tuple(i for i in range(len(t.shape)) if i not in keep)
-    return F.sum(t, dims=rest) if rest else t
+    return op.sum(t, dims=rest) if rest else t
 
 
-def _softmax(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _softmax(ins: list, outs: list, gs: list, a: Any) -> list:
     y, gy = outs[0], gs[0] * outs[0]
-    return [gy - y * F.sum(gy, dims=(a.dim,), keep_dims=True)]
+    return [gy - y * op.sum(gy, dims=(a.dim,), keep_dims=True)]
 
 
-def _log_softmax(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _log_softmax(ins: list, outs: list, gs: list, a: Any) -> list:
     g = gs[0]
-    return [g - F.exp(outs[0]) * F.sum(g, dims=(a.dim,), keep_dims=True)]
+    return [g - op.exp(outs[0]) * op.sum(g, dims=(a.dim,), keep_dims=True)]
 
 
-def _layer_norm(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _layer_norm(ins: list, outs: list, gs: list, a: Any) -> list:
     """``xhat = (x - mean) * rstd``; ``dx = rstd * (gp - mean(gp) - xhat * mean(gp * xhat))``
     with ``gp = g * gain`` and means over the normalized dims (biased variance).
 
@@ -311,40 +314,40 @@ def _layer_norm(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
     axes = normalize_dims(a.dims, rank)
     dt = np.dtype(x.dtype)
     wide = _stats_dtype(dt)
-    xhat = F.layer_norm(x, 1.0, dims=a.dims, epsilon=a.epsilon)
-    d = x - F.mean(x, dims=axes, keep_dims=True)
-    d = d if wide == dt else F.cast(d, dtype=wide)
-    rstd = F.rsqrt(F.mean(d * d, dims=axes, keep_dims=True) + a.epsilon)
+    xhat = op.layer_norm(x, 1.0, dims=a.dims, epsilon=a.epsilon)
+    d = x - op.mean(x, dims=axes, keep_dims=True)
+    d = d if wide == dt else op.cast(d, dtype=wide)
+    rstd = op.rsqrt(op.mean(d * d, dims=axes, keep_dims=True) + a.epsilon)
     if wide != dt and dt.kind == "f":
-        rstd = F.cast(rstd, dtype=dt)
-    gp = g * _placed(F, gain, rank, axes)
-    dx = rstd * (gp - F.mean(gp, dims=axes, keep_dims=True)
-                 - xhat * F.mean(gp * xhat, dims=axes, keep_dims=True))
-    grads = [dx, _sum_except(F, g * xhat, axes)]
-    return grads + ([_sum_except(F, g, axes)] if len(ins) > 2 else [])
+        rstd = op.cast(rstd, dtype=dt)
+    gp = g * _placed(gain, rank, axes)
+    dx = rstd * (gp - op.mean(gp, dims=axes, keep_dims=True)
+                 - xhat * op.mean(gp * xhat, dims=axes, keep_dims=True))
+    grads = [dx, _sum_except(g * xhat, axes)]
+    return grads + ([_sum_except(g, axes)] if len(ins) > 2 else [])
 
 
-def _batch_norm(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _batch_norm(ins: list, outs: list, gs: list, a: Any) -> list:
     x, mean, variance, gamma, _ = ins
     g, rank = gs[0], len(ins[0].shape)
     ax = normalize_axis(a.axis, rank)
 
     def along(p: Any) -> Any:
-        return _placed(F, p, rank, (ax,))
-    rstd = F.rsqrt(along(variance) + a.epsilon)
+        return _placed(p, rank, (ax,))
+    rstd = op.rsqrt(along(variance) + a.epsilon)
     xc = x - along(mean)
     dx = g * along(gamma) * rstd
-    return [dx, -_sum_except(F, dx, (ax,)), -0.5 * _sum_except(F, dx * xc * rstd * rstd, (ax,)),
-            _sum_except(F, g * xc * rstd, (ax,)), _sum_except(F, g, (ax,))]
+    return [dx, -_sum_except(dx, (ax,)), -0.5 * _sum_except(dx * xc * rstd * rstd, (ax,)),
+            _sum_except(g * xc * rstd, (ax,)), _sum_except(g, (ax,))]
 
 
-def _bias_add(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
+def _bias_add(ins: list, outs: list, gs: list, a: Any) -> list:
     rank = len(ins[0].shape)
-    return [gs[0], _sum_except(F, gs[0], (1 if a.nchw else rank - 1,))]
+    return [gs[0], _sum_except(gs[0], (1 if a.nchw else rank - 1,))]
 
 
-def _linear(F: Any, ins: list, outs: list, gs: list, a: Any) -> list:
-    dx, dw = matmul_grads(F, ins[0], ins[1], gs[0])
+def _linear(ins: list, outs: list, gs: list, a: Any) -> list:
+    dx, dw = matmul_grads(ins[0], ins[1], gs[0])
     return [dx, dw] + ([gs[0]] if len(ins) > 2 else [])
 
 
@@ -365,15 +368,15 @@ defgrad("linear", _linear)
 nondifferentiable("zeros", "ones", "full", "linspace", "arange", "eye",
                   "uniform", "normal", "bernoulli", "truncated_normal")
 for _name in ("zeros_like", "ones_like", "full_like"):
-    defgrad(_name, lambda F, ins, outs, gs, a: [None])
+    defgrad(_name, lambda ins, outs, gs, a: [None])
 
 
 # --- the gradient helpers: each one's gradient is its partner ------------------------------------
 
-_like_only("reduce_to_like", lambda F, x, g, a: F.broadcast_like(g, x))
-_like_only("broadcast_like", lambda F, x, g, a: F.reduce_to_like(g, x))
-_like_only("reshape_like", lambda F, x, g, a: F.reshape_like(g, x))
-_like_only("slice_grad", lambda F, x, g, a: F.strided_slice(g, index=a.index))
-_like_only("pad_grad", lambda F, x, g, a: F.pad(g, paddings=a.paddings, mode=a.mode))
-defgrad("split_like", lambda F, ins, outs, gs, a: [
-    F.concat(list(gs), axis=normalize_axis(a.axis, len(ins[0].shape)))] + [None] * (len(ins) - 1))
+_like_only("reduce_to_like", lambda x, g, a: op.broadcast_like(g, x))
+_like_only("broadcast_like", lambda x, g, a: op.reduce_to_like(g, x))
+_like_only("reshape_like", lambda x, g, a: op.reshape_like(g, x))
+_like_only("slice_grad", lambda x, g, a: op.strided_slice(g, index=a.index))
+_like_only("pad_grad", lambda x, g, a: op.pad(g, paddings=a.paddings, mode=a.mode))
+defgrad("split_like", lambda ins, outs, gs, a: [
+    op.concat(*gs, axis=normalize_axis(a.axis, len(ins[0].shape)))] + [None] * (len(ins) - 1))

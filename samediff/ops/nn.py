@@ -2,6 +2,8 @@
 bias_add and linear.
 
 Constants are Python floats (weak under NEP 50), so float32 inputs give float32 outputs.
+``row_kernel=`` declares the row anchors: ops the compiler computes row by row over the last
+axis, together with the elementwise ops that feed and consume them (``compiler/rowwise.py``).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import numpy as np
 
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
 from .linalg import matmul_shape
-from .registry import define
+from .registry import RowKernel, define
 
 Shape = tuple[int, ...]
 
@@ -95,11 +97,13 @@ def _dim_shape(xs: Shape, a) -> Shape:
 
 _DIM = {"dim": (Attr.INT, -1)}
 define("softmax", ["x"], probed_infer("softmax", _dim_shape, (("dim", 0),)), _softmax,
-       attrs=_DIM, namespace="nn", doc="``exp(x) / sum(exp(x))`` along ``dim``, shifted by the "
+       attrs=_DIM, namespace="nn", row_kernel=RowKernel("softmax", axis="dim"),
+       doc="``exp(x) / sum(exp(x))`` along ``dim``, shifted by the "
        "max for stability (a slice holding +inf or NaN gives NaN; a size-0 ``dim``, an empty "
        "result).")
 define("log_softmax", ["x"], probed_infer("log_softmax", _dim_shape, (("dim", 0),)),
        _log_softmax, attrs=_DIM, namespace="nn", nd4j="logSoftmax",
+       row_kernel=RowKernel("log_softmax", axis="dim"),
        doc="``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability (edge "
        "values as softmax).")
 
@@ -180,7 +184,8 @@ def _layer_norm_shape(xs: Shape, *params_and_attrs) -> Shape:
 define("layer_norm", ["x", "gain", "bias?"],
        probed_infer("layer_norm", _layer_norm_shape, (("dims", (0,)),)), _layer_norm,
        attrs={"dims": (Attr.INTS, (-1,)), "epsilon": (Attr.FLOAT, 1e-5)}, namespace="nn",
-       nd4j="layerNorm", doc="Normalize over ``dims`` to mean 0 / (biased) variance 1, then "
+       nd4j="layerNorm", row_kernel=RowKernel("normalize", axis="dims", epsilon="epsilon"),
+       doc="Normalize over ``dims`` to mean 0 / (biased) variance 1, then "
        "``* gain + bias``; gain/bias span the normalized dims (right-aligned, broadcastable). "
        "Statistics in float64 for float32 x (no overflow up to 3.4e38).")
 

@@ -15,7 +15,15 @@ import numpy as np
 
 from .families import (Attr, REDUCE_ATTRS, normalize_axis, probe_dtypes, reduce_shape,
                        reduction)
-from .registry import TensorType, define
+from .registry import Accumulator, TensorType, define
+
+# How fused kernels fold the reductions they can fuse (compiler/reduce.py): sums accumulate in
+# float64 for float32 data; np.maximum/np.minimum propagate NaN like numpy's max/min (Python's
+# max(acc, nan) is acc); numpy raises for an empty max/min, so those leave it to the interpreter.
+_SUM = Accumulator("0.0", "acc + {v}")
+_MEAN = Accumulator("0.0", "acc + {v}", finish="acc / C")
+_MAX = Accumulator("-np.inf", "np.maximum(acc, {v})", empty=False, exact=True)
+_MIN = Accumulator("np.inf", "np.minimum(acc, {v})", empty=False, exact=True)
 
 
 def _as_float(x) -> np.ndarray:
@@ -88,15 +96,18 @@ def _mean(x, *, dims, keep_dims):
     return out
 
 
-reduction("sum", _sum, namespace="base",
+reduction("sum", _sum, namespace="base", accumulate=_SUM,
           doc="Sum over ``dims`` (numpy dtype rules: small ints -> int64).")
-reduction("mean", _mean, namespace="base", doc="Arithmetic mean over ``dims`` (ints -> float64).")
+reduction("mean", _mean, namespace="base", accumulate=_MEAN,
+          doc="Arithmetic mean over ``dims`` (ints -> float64).")
 reduction("prod", lambda x, *, dims, keep_dims: np.prod(x, axis=dims, keepdims=keep_dims),
           namespace="base", doc="Product over ``dims``.")
 reduction("max", lambda x, *, dims, keep_dims: np.max(x, axis=dims, keepdims=keep_dims),
-          namespace="base", doc="Maximum over ``dims`` (a reduction; elementwise is ``maximum``).")
+          namespace="base", accumulate=_MAX,
+          doc="Maximum over ``dims`` (a reduction; elementwise is ``maximum``).")
 reduction("min", lambda x, *, dims, keep_dims: np.min(x, axis=dims, keepdims=keep_dims),
-          namespace="base", doc="Minimum over ``dims`` (a reduction; elementwise is ``minimum``).")
+          namespace="base", accumulate=_MIN,
+          doc="Minimum over ``dims`` (a reduction; elementwise is ``minimum``).")
 
 _BIAS = {"bias_corrected": (Attr.BOOL, False)}
 reduction("variance", lambda x, *, dims, keep_dims, bias_corrected:
@@ -140,7 +151,8 @@ def _arg_reduction(name: str, fn, doc: str) -> None:
         _one_axis(name, a.dims)
         return TensorType(reduce_shape(types[0].shape, a.dims, a.keep_dims), np.dtype(np.int64))
 
-    define(name, ["x"], infer, impl, attrs=REDUCE_ATTRS, namespace="base", doc=doc)
+    define(name, ["x"], infer, impl, attrs=REDUCE_ATTRS, namespace="base", reduction=True,
+           doc=doc)
 
 
 _arg_reduction("argmax", np.argmax, "Index (int64) of the maximum over one dim, or of the "

@@ -2,9 +2,13 @@
 
 An ``OpDef`` carries everything the rest of the system reads: the name (also the
 serialization key), input names, typed static attributes, shape/dtype inference, the numpy
-implementation, and the slots later layers fill (a scalar expression for fused code
-generation, a gradient rule). The eager API, the array/variable methods, the SameDiff
-namespaces, the serializer and the tests are all generated from ``REGISTRY``.
+implementation, the gradient rule, and the facts the compiler and the tests need, declared as
+flags and plain data rather than kept in name sets elsewhere: ``elementwise``, ``reduction``,
+``view``..., the scalar expression of a fusable op (``scalar``), how a fused kernel folds a
+reduction (``accumulate``) and which row-kernel variant computes a row anchor (``row_kernel``).
+The eager API, the array/variable methods, the SameDiff namespaces, the serializer, the
+compiler and the tests are all generated from ``REGISTRY``; the table declares, the compiler
+reads (this package never imports ``samediff.compiler``).
 
 Conventions
 -----------
@@ -13,6 +17,13 @@ Conventions
 * ``infer(types, attrs)`` takes ``TensorType`` s and returns one ``TensorType`` or a list.
   Unknown dims are ``-1`` (ND4J's convention for placeholders).
 * Inputs are names; ``"*xs"`` marks a variadic list, a trailing ``"?"`` an optional input.
+* ``scalar(e, *inputs) -> str`` is Python source for one element of the result, given the
+  source of each input element and a compiler-provided emitter ``e``: ``e.c(0.5)`` a constant of
+  the kernel's dtype, ``e.a("alpha")`` an attribute's value as such a constant, ``e.f("exp")``
+  the elementwise math function for the kernel's dtype (``exp_f32``/``exp_f64``, see
+  ``compiler/mathlib.py``). Kernels also see ``math``, ``np``, ``f32`` and ``f64``.
+* ``grad(inputs, outputs, grads, attrs) -> [gradient per input]`` is written with ordinary ops
+  on the values: operators, methods (``g * x.cos()``) and ``call.op`` for free functions.
 """
 from __future__ import annotations
 
@@ -147,6 +158,48 @@ def encode_attr(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
+# Compiler facts declared with an op (data; the compiler gives them meaning)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """How a fused kernel folds a reduction, as kernel source: ``init`` starts the
+    accumulator ``acc``, ``step`` folds the next value ``{v}`` into it, ``finish`` turns it into
+    the result (``C`` is the number of reduced elements). Float32 data accumulates in float64
+    (``init`` is a Python float). ``empty=False``: numpy raises for an empty reduction (max,
+    min), so the kernel leaves that case to the interpreter, which reports it. ``exact``: the
+    fold selects rather than rounds (max, min), so kernels equal numpy bit for bit."""
+
+    init: str
+    step: str
+    finish: str = "acc"
+    empty: bool = True
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """A row anchor: the op normalizes its input along one axis, and the compiler can compute
+    it (with the elementwise ops around it) row by row in one kernel.
+
+    ``variant`` names the row algorithm of ``compiler/rowwise.py`` (one of ``VARIANTS``):
+    ``"normalize"`` (``(x - mean) / sqrt(var + eps) * gain [+ bias]``), ``"softmax"``,
+    ``"log_softmax"``. ``axis`` is the attribute holding the axis (an int, or a tuple of dims
+    that must be just the last one); ``epsilon`` the attribute holding epsilon, if any."""
+
+    VARIANTS = ("normalize", "softmax", "log_softmax")
+
+    variant: str
+    axis: str
+    epsilon: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.variant not in self.VARIANTS:
+            raise ValueError(f"row kernel variant {self.variant!r} is not one of {self.VARIANTS}")
+
+
+# --------------------------------------------------------------------------------------------
 # OpDef
 # --------------------------------------------------------------------------------------------
 
@@ -167,7 +220,8 @@ class OpDef:
     nd4j: str | None = None          # ND4J's name where different
     aliases: tuple[str, ...] = ()
     method: bool = True              # exposed as a method of arrays/variables (self = 1st input)
-    elementwise: bool = False
+    elementwise: bool = False        # result = broadcast of the inputs, element by element
+    reduction: bool = False          # reduces input 0 over ``dims`` (None = all), ``keep_dims``
     random: bool = False             # draws from the global generator: never folded or deduped
     multi_output: bool = False       # results are always a tuple (split, unstack), even of one
     type_only: bool = False          # the value depends only on the inputs' types (ones_like)
@@ -175,8 +229,15 @@ class OpDef:
                                      # slicing...): in-place updates through it write through
     shape_adjoint: bool = False      # sums/broadcasts/reshapes input 0 to input 1's shape: the
                                      # identity when input 0 already has the result's type
-    scalar: Any = None               # filled by the compiler issue: scalar expression template
-    grad: Any = None                 # filled by the autodiff issue: gradient rule
+    # -- fused code generation (read by samediff.compiler) --
+    scalar: Callable[..., str] | None = None  # one element as source: scalar(e, *inputs)
+    exact: bool = False              # ``scalar`` does numpy's IEEE operations in numpy's order:
+                                     # kernels equal ``impl`` bit for bit (tests compare exactly)
+    unfused: str = ""                # why an elementwise op has no scalar expression
+    accumulate: Accumulator | None = None  # a reduction the compiler fuses with its input chain
+    row_kernel: RowKernel | None = None    # a row anchor (softmax, layer_norm...)
+    # -- autodiff --
+    grad: Any = None                 # rule(inputs, outputs, grads, attrs), or NONDIFF
     attrs_type: type = field(init=False, repr=False)
     default_attrs: Any = field(init=False, repr=False)
 
@@ -202,6 +263,11 @@ class OpDef:
         if self.variadic:
             return 1
         return sum(1 for i in self.inputs if not i.endswith("?"))
+
+    @property
+    def fusable(self) -> bool:
+        """The compiler can fuse this op into elementwise kernels (it has a scalar expression)."""
+        return self.scalar is not None
 
     def check_arity(self, n: int) -> None:
         lo, hi = self.min_inputs, (10**9 if self.variadic else len(self.inputs))
@@ -353,11 +419,13 @@ NONDIFF = "none"
 
 
 def defgrad(name: str, rule: Callable[..., Any]) -> None:
-    """Attach a gradient rule ``rule(F, inputs, outputs, grads, attrs) -> [grad per input]``.
+    """Attach a gradient rule ``rule(inputs, outputs, grads, attrs) -> [grad per input]``.
 
-    ``F`` is an op namespace that records into the graph being differentiated, so rules are
-    written with table ops and the backward pass is an ordinary graph. Return ``None`` for an
-    input that gets no gradient (e.g. integer indices)."""
+    The values are graph variables of the graph being differentiated; rules use ordinary ops on
+    them (operators, methods, ``call.op.where(...)``), which record into that graph, so the
+    backward pass is an ordinary graph and can be differentiated again. Return ``None`` for an
+    input that gets no gradient (e.g. integer indices). Ops may also pass ``grad=`` to
+    ``define`` (or to the family factories) instead."""
     op = get_op(name)
     if op.grad is not None:
         raise ValueError(f"op {name!r} already has a gradient rule")

@@ -1,11 +1,25 @@
 """Import-time checks of the op table (STYLE §8): a malformed op fails loudly at import,
-not deep inside a user's graph."""
+not deep inside a user's graph.
+
+Besides the shape of each definition (names, inputs, attribute defaults, a gradient rule or an
+explicit ``NONDIFF``), the declared facts must agree with each other:
+
+* an elementwise op has a scalar expression (it is fusable) or says why not (``unfused=``);
+  only elementwise ops (and shape adjoints such as ``broadcast_like``) have expressions, and an
+  expression takes the emitter plus one argument per input;
+* ``exact`` needs a scalar expression; ``unfused`` only makes sense without one;
+* a view op is not elementwise (its result aliases its input), nor a reduction;
+* a reduction has one input and ``dims``/``keep_dims`` attributes; only reductions declare an
+  ``accumulate`` rule, and a row anchor's ``axis``/``epsilon`` name attributes it has;
+* elementwise ops and reductions have one output; random ops are not differentiable.
+"""
 from __future__ import annotations
 
+import inspect
 import keyword
 from typing import Iterable
 
-from .registry import REQUIRED, OpDef
+from .registry import NONDIFF, REQUIRED, OpDef
 
 
 class OpTableError(Exception):
@@ -44,9 +58,60 @@ def check_op(op: OpDef) -> list[str]:
     if op.grad is None:
         problems.append("has no gradient rule and is not marked non-differentiable "
                         "(use defgrad or nondifferentiable)")
-    elif op.grad != "none" and not callable(op.grad):
+    elif op.grad != NONDIFF and not callable(op.grad):
         problems.append("grad must be a callable rule or NONDIFF")
+    return problems + check_facts(op)
+
+
+def check_facts(op: OpDef) -> list[str]:
+    """Problems with an op's declared flags and compiler facts (empty list = consistent)."""
+    problems = []
+    if op.elementwise and op.scalar is None and not op.unfused:
+        problems.append("is elementwise but has no scalar expression: give it scalar=... (so the "
+                        "compiler can fuse it) or unfused='<reason>'")
+    if op.scalar is not None:
+        if not (op.elementwise or op.shape_adjoint):
+            problems.append("has a scalar expression but is not elementwise")
+        elif not callable(op.scalar) or not _takes(op.scalar, 1 + len(op.inputs)):
+            problems.append(f"scalar must be a callable scalar(e, {', '.join(op.inputs)})")
+        if op.unfused:
+            problems.append("has a scalar expression and an unfused reason; drop one")
+    if op.exact and op.scalar is None:
+        problems.append("exact=True needs a scalar expression")
+    if op.unfused and not op.elementwise:
+        problems.append("unfused= only applies to elementwise ops")
+    if op.view and (op.elementwise or op.reduction):
+        problems.append("a view op cannot be elementwise or a reduction")
+    if op.elementwise and op.reduction:
+        problems.append("cannot be both elementwise and a reduction")
+    if (op.elementwise or op.reduction) and op.multi_output:
+        problems.append("elementwise ops and reductions have one output")
+    if op.reduction and (len(op.inputs) != 1 or not {"dims", "keep_dims"} <= set(op.attr_kinds)):
+        problems.append("a reduction takes one input and the attributes dims and keep_dims")
+    if op.accumulate is not None and not op.reduction:
+        problems.append("accumulate= only applies to reductions")
+    row = op.row_kernel
+    if row is not None:
+        missing = [a for a in (row.axis, row.epsilon) if a is not None and a not in op.attr_kinds]
+        if missing:
+            problems.append(f"row_kernel names attribute(s) {missing} the op does not have")
+        if op.elementwise or op.reduction or op.multi_output:
+            problems.append("a row anchor is neither elementwise nor a reduction, and has one "
+                            "output")
+    if op.random and op.grad not in (None, NONDIFF):
+        problems.append("a random op cannot have a gradient rule")
     return problems
+
+
+def _takes(fn: object, n: int) -> bool:
+    """Can ``fn`` be called with ``n`` positional arguments?"""
+    try:
+        inspect.signature(fn).bind(*range(n))  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): cannot tell, assume yes
+        return True
+    return True
 
 
 def validate_table(ops: Iterable[OpDef]) -> None:

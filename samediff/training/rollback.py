@@ -1,8 +1,8 @@
 """A failed ``fit`` leaves the graph as it was: a snapshot of its structure, restored on failure.
 
-``fit`` records into the user's graph (the backward pass and its ``<name>-grad`` variables, with
-renames and name counters), may replace the loss variables (``TrainingConfig.loss_variables``),
-fills caches (gradients, plans, the train step) and creates updater state. Anything can fail
+``fit`` builds its own step graph and leaves the user's graph alone, but it may replace the loss
+variables (``TrainingConfig.loss_variables``), fills caches (plans, the train step), creates
+updater state, and listeners may change anything. Anything can fail
 half-way: empty data, a bad batch, a bad config, a listener raising, a non-finite step, Ctrl-C.
 Rather than undoing each of these where it happens, ``fit`` takes a ``GraphSnapshot`` when it
 starts and calls ``restore`` on any exception. The rule:
@@ -37,15 +37,16 @@ class GraphSnapshot:
     def __init__(self, sd: Any) -> None:
         self.sd = sd
         # every attribute's object, and a shallow copy of each container: restoring refills
-        # the original containers, so references to them (the graph's own) stay valid
+        # the original containers, so references to them stay valid
         self.attrs = dict(vars(sd))
         self.contents = {k: copy.copy(v) for k, v in self.attrs.items()
                          if isinstance(v, (dict, list, set))}
-        # records the graph mutates in place (renames rewrite names, inputs and outputs)
-        self.nodes = [(n, n.name, n.inputs, n.outputs) for n in sd._nodes]
-        self.vars = [(i, i.name, i.vtype, i.ttype, i.producer, i.sdvar,
-                      i.sdvar.name if i.sdvar is not None else None) for i in sd._vars.values()]
-        state = sd._updater_state
+        # the graph IR: a copy holds its structure (nodes are immutable; values are shared,
+        # so applied steps stay applied), restored into the same Graph object
+        self.graph = sd.graph
+        self.structure = sd.graph.copy()
+        self.handle_names = [(h, h._name) for h in sd._handles.values()]
+        state = sd.updater_state
         self.counters = (state.iteration, state.epoch, state.batch)
         self.arrays = [(p, slots, dict(slots)) for p, slots in state.arrays.items()]
 
@@ -61,18 +62,16 @@ class GraphSnapshot:
             if name in self.contents:
                 _refill(obj, self.contents[name])
             setattr(sd, name, obj)
-        for node, name, inputs, outputs in self.nodes:
-            node.name, node.inputs, node.outputs = name, inputs, outputs
-        for info, name, vtype, ttype, producer, sdvar, sdvar_name in self.vars:
-            info.name, info.vtype, info.ttype, info.producer, info.sdvar = (
-                name, vtype, ttype, producer, sdvar)
-            if sdvar is not None:
-                sdvar._name = sdvar_name
+        graph, saved = self.graph, self.structure
+        graph.restore_from(saved)
+        sd._set_graph(graph)
+        for handle, name in self.handle_names:
+            handle._name = name
         if not keep_training_progress:
             self._restore_updater_state()
 
     def _restore_updater_state(self) -> None:
-        state = self.sd._updater_state  # the original object again (restored above)
+        state = self.sd.updater_state  # the original object again (restored above)
         state.iteration, state.epoch, state.batch = self.counters
         state.arrays.clear()
         for param, slots, saved in self.arrays:

@@ -1,15 +1,11 @@
 """The training step as one plan: forward, backward, regularization and updater together.
 
-``TrainStep`` records, once per graph and config:
-
-* the backward pass into the graph itself (ND4J-style ``<name>-grad`` variables, shared with
-  ``calculate_gradients``);
-* the regularization terms, the updater's rule for every trainable variable and the summed
-  loss into *detached* nodes: they are recorded with the graph's own machinery under the name
-  scope ``train/`` and then taken out of it, so the user's graph (its summary, its saved file)
-  does not change. Updater state and the per-step scalars (learning rate, bias corrections) are
-  placeholders of the detached part; the scalars are weak Python floats, so a float32 model
-  stays float32.
+``TrainStep`` builds, once per graph and config, its own *step graph* — the user's graph is
+never changed: autodiff's ``grad`` (a pure transform) gives a new graph with the backward pass,
+and the regularization terms, the updater's rule for every trainable variable and the summed
+loss are recorded into it under the name scope ``train/``. Updater state and the per-step
+scalars (learning rate, bias corrections) are placeholders of the step graph; the scalars are
+weak Python floats, so a float32 model stays float32.
 
 Each step then runs one cached ``StepPlan`` (compiled by default) whose inputs are the batch,
 the parameters, the updater state and the scalars, and whose outputs are the loss, the new
@@ -34,77 +30,68 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TrainingError
-from ..graph import (Node, SameDiff, VarInfo, VariableType, _check_feed, infer_node_types,
-                     typed_plan)
-from ..interpreter import needed_nodes
-from ..ops import TensorType
 from ..array import type_of
+from ..autodiff import grad
+from ..compiler.cache import PLAN_CACHE, Structure
+from ..errors import TrainingError
+from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
+from ..ops import TensorType
+from ..recorder import GraphRecorder
+from ..runtime import check_feed, typed_plan
 from .config import TrainingConfig
 from .finite import all_finite
+from .state import UpdaterState
 
 _WEAK_FLOAT = type_of(1.0)
-
-
-class UpdaterState:
-    """Per-parameter updater arrays plus the step/epoch counters (saved with the model)."""
-
-    def __init__(self, iteration: int = 0, epoch: int = 0, batch: int = 0) -> None:
-        # steps done in all, epochs completed, batches done in the current epoch
-        self.iteration, self.epoch, self.batch = iteration, epoch, batch
-        self.arrays: dict[str, dict[str, np.ndarray]] = {}
-
-    def ensure(self, sd: SameDiff, params: list[str], slots: tuple[str, ...],
-               init: dict[str, float] | None = None) -> None:
-        """Create missing state arrays, filled with the updater's initial values."""
-        for p in params:
-            value = sd._vars[p].value
-            have = self.arrays.setdefault(p, {})
-            for s in slots:
-                arr = have.get(s)
-                if arr is None or arr.shape != value.shape or arr.dtype != value.dtype:
-                    have[s] = np.full_like(value, (init or {}).get(s, 0.0))
-            for s in set(have) - set(slots):
-                del have[s]
 
 
 class TrainStep:
     """One training step of ``sd`` under ``config`` (see the module docstring)."""
 
-    def __init__(self, sd: SameDiff, config: TrainingConfig, extra_outputs: tuple[str, ...] = ()) -> None:
-        from ..autodiff import gradient_names
+    def __init__(self, sd: Any, config: TrainingConfig, extra_outputs: tuple[str, ...] = ()) -> None:
         if config.updater is None:
             raise TrainingError("fit: the training config has no updater; e.g. "
                                 "TrainingConfig(updater=Adam(1e-3), ...)")
         self.sd, self.config = sd, config
         if config.loss_variables:
             sd.set_loss_variables(*config.loss_variables)
-        if not sd._losses:
+        losses = sd.loss_variables
+        if not losses:
             raise TrainingError("fit: no loss variables; mark one with v.mark_as_loss(), use an "
                                 "sd.loss.* function, or set TrainingConfig(loss_variables=...)")
+        user = sd.graph
         for name in extra_outputs:  # before anything runs (donation updates in place)
-            sd._info(name)
-        upstream = _upstream(sd, sd._losses)
+            user.var(name)
+        upstream = user.upstream(losses)
         # like PyTorch/ND4J, variables no loss depends on (an unused head) are not trained
-        self.params = [v.name for v in sd.trainable_variables()
-                       if sd._vars[v.name].ttype.dtype.kind == "f" and v.name in upstream]
+        self.params = [n for n, v in user.vars.items() if v.vtype is VariableType.VARIABLE
+                       and v.ttype.dtype.kind == "f" and n in upstream]
         if not self.params:
             raise TrainingError("fit: no trainable (floating-point VARIABLE) variable affects "
-                                f"the losses {list(sd._losses)}")
+                                f"the losses {list(losses)}")
         for name in config.feature_mapping + config.label_mapping:
-            info = sd._info(name)
+            info = user.var(name)
             if info.vtype is not VariableType.PLACEHOLDER:
                 raise TrainingError(f"fit: {name!r} in the feature/label mapping is a "
                                     f"{info.vtype.value}, not a placeholder")
         self.slots = tuple(config.updater.state_names())
-        self.grads = gradient_names(sd, self.params)
         self.extra_outputs = tuple(extra_outputs)
-        self._build_detached()
+        # the step graph: the user's graph + backward pass + update rules (the user's graph
+        # itself is never changed)
+        self.graph, self.grads = grad(user, losses, self.params)
+        first = len(self.graph.nodes)
+        self._record_update(GraphRecorder(self.graph), losses)
+        self.nodes: list[Node] = self.graph.nodes[first:]
+        self._build_inputs(first)
         self._split_phases()
+        # a fast path per batch type to the two plans the one plan cache holds (the cache's
+        # generation tells when nd.clear_cache() emptied it)
         self._plans: dict[tuple, StepPlan] = {}
+        self._generation = PLAN_CACHE.generation
+        self._structures = (Structure.of(self._gradient_nodes), Structure.of(self._update_nodes))
         self._state_owner = {name: (p, s) for p, d in self.state_inputs.items()
                              for s, name in d.items()}  # placeholder -> (param, slot)
-        infos = [(n, self.vars.get(n) or sd._vars[n]) for n in self._graph_inputs]
+        infos = [(n, self.graph.vars[n]) for n in self._graph_inputs]
         self._placeholders = [(n, i) for n, i in infos if i.vtype is VariableType.PLACEHOLDER]
         self._fixed_names = sorted([n for n, i in infos if i.vtype is not VariableType.PLACEHOLDER]
                                    + list(self._state_owner))
@@ -113,20 +100,10 @@ class TrainStep:
         self.last_applied = True  # False: the last step's loss or a gradient was not finite
 
     # -- building ---------------------------------------------------------------------------
-    def _build_detached(self) -> None:
-        sd, cfg = self.sd, self.config
-        first, old_vars, old_names = len(sd._nodes), dict(sd._vars), set(sd._node_names)
-        try:
-            with sd.name_scope("train"):
-                self._record_update(sd, cfg)
-        finally:  # take the new nodes and variables out of the user's graph, even on failure
-            self.nodes: list[Node] = sd._nodes[first:]
-            del sd._nodes[first:]
-            self.vars: dict[str, VarInfo] = {k: v for k, v in sd._vars.items() if k not in old_vars}
-            sd._vars = old_vars
-            sd._node_names = old_names
-        producers = {o for n in self.nodes for o in n.outputs}
-        self.forward = self._needed_graph_nodes(producers)
+    def _build_inputs(self, first: int) -> None:
+        # the forward and backward nodes the update part reads
+        wanted = {i for n in self.nodes for i in n.inputs} | set(self.outputs())
+        self.forward = needed_nodes(self.graph.nodes[:first], self.graph.producers(), wanted)
         # what the plan reads that is neither computed in it nor an updater input: the batch's
         # placeholders, parameters, constants (fixed per step; computed once)
         used = {i for n in self.forward + self.nodes for i in n.inputs}
@@ -161,10 +138,15 @@ class TrainStep:
         """The updater-state placeholders, every parameter's slots."""
         return [name for d in self.state_inputs.values() for name in d.values()]
 
-    def _record_update(self, sd: SameDiff, cfg: TrainingConfig) -> None:
+    def _record_update(self, rec: GraphRecorder, losses: list[str]) -> None:
+        with rec.graph.name_scope("train"):
+            self._record_update_rules(rec, rec.graph, self.config, losses)
+
+    def _record_update_rules(self, rec: GraphRecorder, graph: Graph, cfg: TrainingConfig,
+                             losses: list[str]) -> None:
         hyper_names = sorted(cfg.updater.hyper(0, 0))
-        self.hyper_vars = {k: sd._add_var(sd._scoped(f"hyper/{k}"), VariableType.PLACEHOLDER,
-                                          _WEAK_FLOAT) for k in hyper_names}
+        self.hyper_vars = {k: rec.add(VariableType.PLACEHOLDER, _WEAK_FLOAT, graph.scoped(f"hyper/{k}"))
+                           for k in hyper_names}
         lr = self.hyper_vars.get("lr", self.hyper_vars.get("learning_rate"))
         if cfg.weight_decay and lr is None and cfg.weight_decay_apply_lr:
             raise TrainingError(f"fit: weight_decay with apply_lr needs the updater's learning "
@@ -172,17 +154,18 @@ class TrainStep:
         # the reported loss is the summed loss variables, as validation measures them; the
         # regularization penalty is reported on its own (gradients come from autodiff of the
         # losses, with the penalty's gradient and the maximize sign applied to them below)
-        loss_terms = [sd._vars[n].sdvar for n in sd._losses]
+        loss_terms = [rec.handle(n) for n in losses]
         total = loss_terms[0].sum() if loss_terms[0].rank else loss_terms[0]
         for t in loss_terms[1:]:
             total = total + (t.sum() if t.rank else t)
         penalty = None
+        g_vars = graph.vars
         self.new_params: dict[str, str] = {}
         self.new_state: dict[str, dict[str, str]] = {}
         self.state_inputs: dict[str, dict[str, str]] = {}
         for p in self.params:
-            pv, g = sd._vars[p].sdvar, sd._vars[self.grads[p]].sdvar
-            ttype = sd._vars[p].ttype
+            pv, g = rec.handle(p), rec.handle(self.grads[p])
+            ttype = g_vars[p].ttype
             if not cfg.minimize:
                 g = -g
             terms = []
@@ -196,8 +179,8 @@ class TrainStep:
                 penalty = term if penalty is None else penalty + term
             state = {}
             for s in self.slots:
-                state[s] = sd._add_var(sd._scoped(f"{p}/{s}"), VariableType.PLACEHOLDER,
-                                       TensorType(ttype.shape, ttype.dtype))
+                state[s] = rec.add(VariableType.PLACEHOLDER, TensorType(ttype.shape, ttype.dtype),
+                                   graph.scoped(f"{p}/{s}"))
             self.state_inputs[p] = {s: v.name for s, v in state.items()}
             new_p, new_s = cfg.updater.update(pv, g, state, dict(self.hyper_vars))
             if cfg.weight_decay:
@@ -209,17 +192,6 @@ class TrainStep:
             self.new_state[p] = {s: new_s[s].name for s in self.slots}
         self.loss_name = total.name
         self.penalty_name = None if penalty is None else penalty.name
-
-    def _needed_graph_nodes(self, produced_here: set[str]) -> list[Node]:
-        """The graph's own nodes (forward and backward) the detached part reads."""
-        wanted = {i for n in self.nodes for i in n.inputs if i not in produced_here}
-        wanted |= {o for o in self.outputs() if o not in produced_here}
-        needed: list[Node] = []
-        for node in reversed(self.sd._nodes):
-            if any(o in wanted for o in node.outputs):
-                needed.append(node)
-                wanted.update(node.inputs)
-        return needed[::-1]
 
     # -- running ----------------------------------------------------------------------------
     def outputs(self) -> list[str]:
@@ -251,10 +223,13 @@ class TrainStep:
                                     f"from each batch; map it with TrainingConfig("
                                     f"feature_mapping=/label_mapping=) or pass dict batches "
                                     f"keyed by placeholder name (got {sorted(feeds)})")
-            arr = _check_feed(info, feeds[name])
+            arr = check_feed(info, feeds[name])
             values[name] = arr
             feed_types.append(TensorType(arr.shape, arr.dtype))
         key = (fixed[2], tuple(feed_types))
+        if self._generation != PLAN_CACHE.generation:  # nd.clear_cache() ran: plans are gone
+            self._plans.clear()
+            self._generation = PLAN_CACHE.generation
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= 16:
@@ -269,7 +244,7 @@ class TrainStep:
             results, self.last_applied = plan.execute(values)
         if self.last_applied:
             for p in self.params:
-                _store(sd._vars[p].value, results[self.new_params[p]])
+                _store(sd.graph.vars[p].value, results[self.new_params[p]])
                 for s in self.slots:
                     _store(state.arrays[p][s], results[self.new_state[p][s]])
             state.iteration += 1
@@ -281,7 +256,7 @@ class TrainStep:
         """Both plans for inputs of these types (exact shapes: the batch's)."""
         gradients = typed_plan(self._gradient_nodes,
                                _inputs_of(self._gradient_nodes, self._gradient_outputs, types),
-                               self._gradient_outputs)
+                               self._gradient_outputs, structure=self._structures[0])
         computed = infer_node_types(self._gradient_nodes, types)
         types = {**types, **{k: computed[k] for k in self._handoff}}
         # the new parameters and state are written straight into the old ones' buffers
@@ -290,7 +265,7 @@ class TrainStep:
                        for p in self.params for s in self.slots})
         update = typed_plan(self._update_nodes,
                             _inputs_of(self._update_nodes, self._update_outputs, types),
-                            self._update_outputs, donate)
+                            self._update_outputs, donate, structure=self._structures[1])
         return StepPlan(gradients, self._gradient_outputs, self._checked, update,
                         self._update_outputs, self._handoff, sorted(set(donate.values())))
 
@@ -318,10 +293,12 @@ class TrainStep:
         owner = self._state_owner.get(name)
         if owner is not None:
             return state.arrays[owner[0]][owner[1]]
-        return (self.vars.get(name) or self.sd._vars[name]).value
+        # the user's graph holds the live values (set_array replaces them); literals of the
+        # update rules live in the step graph
+        return (self.sd.graph.vars.get(name) or self.graph.vars[name]).value
 
     def _weak_type(self, name: str) -> TensorType | None:
-        info = self.vars.get(name) or self.sd._vars.get(name)
+        info = self.graph.vars.get(name)
         return info.ttype if info is not None and info.ttype.weak else None
 
 
@@ -388,17 +365,3 @@ def _inputs_of(nodes: list[Node], outputs: list[str],
 def _store(target: np.ndarray, value: np.ndarray) -> None:
     if value is not target:  # a donated buffer already holds the update
         np.copyto(target, value)
-
-
-def _upstream(sd: SameDiff, names: list[str]) -> set[str]:
-    """Every variable the values ``names`` are computed from (and the names themselves)."""
-    producers = {o: n for n in sd._nodes for o in n.outputs}
-    seen, stack = set(names), list(names)
-    while stack:
-        node = producers.get(stack.pop())
-        if node is not None:
-            for i in node.inputs:
-                if i not in seen:
-                    seen.add(i)
-                    stack.append(i)
-    return seen

@@ -59,7 +59,7 @@ class NonFiniteError(TrainingError):
 
 
 def _config(sd: Any) -> Any:
-    cfg = getattr(sd, "_training_config", None)
+    cfg = sd.training_config
     if cfg is None:
         raise TrainingError("fit: no training config; call sd.set_training_config("
                             "TrainingConfig(updater=..., feature_mapping=[...], "
@@ -86,7 +86,7 @@ class Trainer:
                                 f"gradients are NaN/inf, 'skip' leaves it out and goes on)")
         self.sd = sd
         self.config = _config(sd)
-        self.state: UpdaterState = sd._updater_state
+        self.state: UpdaterState = sd.updater_state
         self.listeners = [as_listener(x) for x in listeners]
         self.verbose = (1 if sys.stderr.isatty() else 0) if verbose is None else verbose
         self.on_nonfinite = on_nonfinite
@@ -219,18 +219,18 @@ class Trainer:
 
 
 def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
-    """One ``TrainStep`` per graph state, config and extra outputs (building it records the
-    backward pass into the graph and compiles kernels; later fits reuse it)."""
+    """One ``TrainStep`` per graph version, config and extra outputs (building it builds the
+    step graph and compiles kernels; later fits reuse it)."""
     cached = sd._train_step_cache
-    key = (cfg.to_json(), extra, tuple(sd._losses),
+    key = (cfg.to_json(), extra, tuple(sd.loss_variables),
            tuple(v.name for v in sd.trainable_variables()))
     if cached is not None:
-        old_key, graph_state, step = cached
-        if old_key == key and graph_state == (len(sd._nodes), sd._version, len(sd._vars)):
+        old_key, version, step = cached
+        if old_key == key and version == sd.graph.version:
             return step
     step = TrainStep(sd, cfg, extra)
-    # the graph as the step left it (the backward pass was recorded into it)
-    sd._train_step_cache = (key, (len(sd._nodes), sd._version, len(sd._vars)), step)
+    # the version after the step set the loss variables (TrainingConfig.loss_variables)
+    sd._train_step_cache = (key, sd.graph.version, step)
     return step
 
 
@@ -238,7 +238,7 @@ def evaluate_loss(sd: Any, batches: Batches, evs: dict, label: str | None) -> tu
     """Mean loss (summed loss variables, example-weighted) and metrics over ``batches``."""
     for ev in (e for group in evs.values() for e in group):
         ev.reset()
-    losses = list(sd._losses)
+    losses = sd.loss_variables
     total, count = 0.0, 0
     for feeds in batches.epoch(0):
         outs = sd.output(_needed_feeds(sd, feeds, losses + list(evs)), *losses, *evs)
@@ -260,16 +260,14 @@ def _batch_size(feeds: dict) -> int:
 
 def _needed_feeds(sd: Any, feeds: dict, outputs: list[str]) -> dict:
     """Only the placeholders ``outputs`` depend on (labels are not needed to predict)."""
-    from ..interpreter import needed_nodes
-    producers = {o: n for n in sd._nodes for o in n.outputs}
-    used = {i for n in needed_nodes(sd._nodes, producers, outputs) for i in n.inputs}
+    used = {i for n in sd.graph.needed(outputs) for i in n.inputs}
     return {k: v for k, v in feeds.items() if k in used or k in outputs}
 
 
 def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label: str | None = None,
              batch_size: int | None = 256) -> list:
     """Run ``output`` over ``data`` and feed every evaluation ``(labels, predictions)``."""
-    cfg = getattr(sd, "_training_config", None)
+    cfg = sd.training_config
     mapping = FeedMapping(cfg.feature_mapping if cfg else [], cfg.label_mapping if cfg else [])
     if label is None:
         if cfg is None or not cfg.label_mapping:

@@ -1,0 +1,402 @@
+"""The graph IR: frozen ``Node`` s and a ``Graph`` of typed variables — the one structure that
+SameDiff, traces, autodiff, training steps and the serializer build and read.
+
+A ``Graph`` is a table of variables (name -> ``Var``: kind, static type, value for VARIABLEs
+and CONSTANTs, producing node) and a list of nodes in creation order, which is a topological
+order (a node can only read variables that exist). It knows names, types and wiring — no
+arrays-as-objects, no modes, no front end: recording a Python call (literals, handles) is the
+job of ``samediff.recorder``; running a graph is the compiler's.
+
+Nodes are immutable, so a graph can be copied cheaply (``copy`` shares nodes and values) and
+transformed into a new graph (``subgraph``, autodiff's ``grad``) without touching the original.
+A graph can be **frozen**; a frozen graph is hashable by structure, which is what lets a graph
+be an op *attribute* (the body of a ``cond``/``while``/``scan``, an ONNX sub-graph).
+
+>>> import numpy as np
+>>> from samediff.ops import TensorType, get_op
+>>> g = Graph()
+>>> _ = g.add_var("x", VariableType.PLACEHOLDER, TensorType((-1, 3), np.dtype("float32")))
+>>> g.record(get_op("exp"), ("x",), name="y")
+('y',)
+>>> g.retype({"x": TensorType((2, 3), np.dtype("float32"))})["y"].shape
+(2, 3)
+>>> g.freeze() == g.copy().freeze()
+True
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .errors import GraphError, NdDTypeError, OpError, UnknownVariableError
+from .ops import OpDef, TensorType
+
+
+class VariableType(str, Enum):
+    """ND4J's variable kinds: trainable, persistent, fed per call, or an op's output."""
+
+    VARIABLE = "VARIABLE"
+    CONSTANT = "CONSTANT"
+    PLACEHOLDER = "PLACEHOLDER"
+    ARRAY = "ARRAY"
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One op application: ``outputs = op(*inputs, **attrs)``. Inputs and outputs are value ids
+    (variable names in a ``Graph``, integer slots in a trace)."""
+
+    name: str
+    op: OpDef
+    attrs: Any
+    inputs: tuple
+    outputs: tuple
+
+    def replace(self, **changes: Any) -> "Node":
+        return dataclasses.replace(self, **changes)
+
+    def key(self) -> tuple:
+        """Structure of this node (op, attributes, wiring), for structural hashing."""
+        return (self.op.name, self.attrs, self.inputs, self.outputs)
+
+
+@dataclass
+class Var:
+    """A variable of a graph: its kind, static type (``-1`` = unknown dim), value (VARIABLE and
+    CONSTANT) and producing node (ARRAY)."""
+
+    name: str
+    vtype: VariableType
+    ttype: TensorType
+    value: np.ndarray | None = None
+    producer: Node | None = None
+
+
+class Graph:
+    """Variables and nodes; see the module docstring. Mutations bump ``version``."""
+
+    def __init__(self) -> None:
+        self.vars: dict[str, Var] = {}
+        self.nodes: list[Node] = []
+        self.node_names: set[str] = set()
+        self.scopes: list[str] = []
+        self.name_counts: dict[str, int] = {}
+        self.version = 0
+        self._frozen = False
+        self._key: tuple[int, tuple] | None = None
+
+    # -- naming ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def name_scope(self, scope: str) -> Iterator[None]:
+        """Prefix names created inside the block with ``scope/`` (nestable)."""
+        if not scope or "/" in scope:
+            raise GraphError(f"name_scope: invalid scope {scope!r}")
+        self.scopes.append(scope)
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+
+    def scoped(self, name: str) -> str:
+        return "/".join([*self.scopes, name])
+
+    def unique(self, base: str, taken: Iterable[str] | None = None) -> str:
+        """A fresh name ``scope/base`` or ``scope/base_<n>`` not in ``taken`` (default: the
+        variables)."""
+        taken = self.vars if taken is None else taken
+        base = self.scoped(base)
+        n = self.name_counts.get(base, 0)
+        name = base if n == 0 and base not in taken else f"{base}_{max(n, 1)}"
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.name_counts[base] = n + 1
+        return name
+
+    def new_name(self, name: str | None, default: str) -> str:
+        """``name`` in the current scope (it must be free), or a fresh ``default``-based one."""
+        if name is None:
+            return self.unique(default)
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"variable names must be non-empty strings, got {name!r}")
+        full = self.scoped(name)
+        if full in self.vars:
+            raise GraphError(f"a variable named {full!r} already exists; names must be unique")
+        return full
+
+    # -- building -------------------------------------------------------------------------
+    def _touch(self) -> None:
+        if self._frozen:
+            raise GraphError("this graph is frozen (it is an op attribute or a cache key); "
+                             "copy() it to change it")
+        self.version += 1
+
+    def var(self, name: str) -> Var:
+        try:
+            return self.vars[name]
+        except KeyError:
+            close = [n for n in self.vars if n.split("/")[-1] == name.split("/")[-1]][:3]
+            hint = f"; did you mean {close}?" if close else ""
+            raise UnknownVariableError(f"no variable named {name!r} in this graph{hint}") from None
+
+    def add_var(self, name: str, vtype: VariableType, ttype: TensorType,
+                value: np.ndarray | None = None, producer: Node | None = None) -> Var:
+        if name in self.vars:
+            raise GraphError(f"a variable named {name!r} already exists; names must be unique")
+        self._touch()
+        var = self.vars[name] = Var(name, vtype, ttype, value, producer)
+        return var
+
+    def record(self, op: OpDef, inputs: Sequence[str], attrs: Any = None,
+               name: str | None = None) -> tuple[str, ...]:
+        """Add ``op`` applied to the variables ``inputs``; returns its output names (the first
+        is ``name`` or a fresh ``op``-based name, others ``<first>:<i>``). Types are inferred
+        before anything changes, so a failing op leaves the graph as it was."""
+        rec = attrs if isinstance(attrs, op.attrs_type) else op.make_attrs(attrs or {})
+        out_types = op.infer_types([self.var(i).ttype for i in inputs], rec)
+        base = self.new_name(name, op.name)
+        return self.add_node(op, rec, tuple(inputs), out_types, base)
+
+    def add_node(self, op: OpDef, rec: Any, inputs: tuple[str, ...],
+                 out_types: Sequence[TensorType], base: str,
+                 outputs: Sequence[str] | None = None) -> tuple[str, ...]:
+        """Add a node whose output types are already known (``record`` infers them); its
+        outputs are ``outputs``, by default ``base``, ``base:1``..."""
+        outs = tuple(outputs) if outputs is not None else tuple(
+            base if i == 0 else f"{base}:{i}" for i in range(len(out_types)))
+        for o in outs:
+            if o in self.vars:
+                raise GraphError(f"{op.name}: output name {o!r} already exists")
+        node_name = base if base not in self.node_names else self.unique(op.name, self.node_names)
+        node = Node(node_name, op, rec, tuple(inputs), outs)
+        self._touch()
+        self.nodes.append(node)
+        self.node_names.add(node_name)
+        for o, t in zip(outs, out_types):
+            self.vars[o] = Var(o, VariableType.ARRAY, t, producer=node)
+        return outs
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename a variable everywhere it is used (nodes are rebuilt: they are frozen)."""
+        if new in self.vars:
+            raise GraphError(f"rename: a variable named {new!r} already exists")
+        var = self.var(old)
+        self._touch()
+        swap = (lambda names: tuple(new if n == old else n for n in names))
+        rebuilt: dict[int, Node] = {}
+        for i, node in enumerate(self.nodes):
+            if old in node.inputs or old in node.outputs:
+                rebuilt[id(node)] = self.nodes[i] = node.replace(inputs=swap(node.inputs),
+                                                                 outputs=swap(node.outputs))
+        self.vars = {(new if k == old else k): v for k, v in self.vars.items()}
+        var.name = new
+        for v in self.vars.values():
+            if v.producer is not None and id(v.producer) in rebuilt:
+                v.producer = rebuilt[id(v.producer)]
+
+    def set_kind(self, name: str, vtype: VariableType, ttype: TensorType | None = None,
+                 value: np.ndarray | None = None) -> None:
+        """Change a variable's kind (and type/value): constant <-> variable, fixed placeholder."""
+        var = self.var(name)
+        self._touch()
+        var.vtype = vtype
+        if ttype is not None:
+            var.ttype = ttype
+        if value is not None:
+            var.value = value
+
+    # -- reading --------------------------------------------------------------------------
+    def producers(self) -> dict[str, Node]:
+        return {o: n for n in self.nodes for o in n.outputs}
+
+    def needed(self, outputs: Iterable[str]) -> list[Node]:
+        """The nodes (in graph order) that ``outputs`` depend on."""
+        return needed_nodes(self.nodes, self.producers(), outputs)
+
+    def upstream(self, names: Iterable[str]) -> set[str]:
+        """Every variable the values ``names`` are computed from (and the names themselves)."""
+        producers = self.producers()
+        seen = set(names)
+        stack = list(seen)
+        while stack:
+            node = producers.get(stack.pop())
+            if node is not None:
+                for i in node.inputs:
+                    if i not in seen:
+                        seen.add(i)
+                        stack.append(i)
+        return seen
+
+    def toposort(self) -> list[Node]:
+        """The nodes in an order where every input is computed before it is read (Kahn's
+        algorithm, stable: creation order where free). Raises ``GraphError`` on a cycle."""
+        producers = self.producers()
+        waiting = {id(n): sum(1 for i in set(n.inputs) if i in producers) for n in self.nodes}
+        readers: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in set(n.inputs):
+                if i in producers:
+                    readers.setdefault(i, []).append(n)
+        order_of = {id(n): k for k, n in enumerate(self.nodes)}
+        ready = [n for n in self.nodes if waiting[id(n)] == 0]
+        out: list[Node] = []
+        while ready:
+            ready.sort(key=lambda n: order_of[id(n)], reverse=True)
+            node = ready.pop()
+            out.append(node)
+            for o in node.outputs:
+                for r in readers.get(o, ()):
+                    waiting[id(r)] -= 1
+                    if waiting[id(r)] == 0:
+                        ready.append(r)
+        if len(out) != len(self.nodes):
+            stuck = [n.name for n in self.nodes if waiting[id(n)] > 0][:5]
+            raise GraphError(f"the graph has a cycle through nodes {stuck}")
+        return out
+
+    def retype(self, input_types: Mapping[str, TensorType],
+               nodes: Sequence[Node] | None = None) -> dict[str, TensorType]:
+        """Types of every value ``nodes`` (default: all) compute from inputs of these concrete
+        types — how a placeholder's ``-1`` dims become known. An error names its node."""
+        return infer_node_types(self.nodes if nodes is None else nodes, input_types)
+
+    def validate(self) -> None:
+        """Check the invariants every consumer relies on; raise ``GraphError`` naming the first
+        broken one: inputs exist and are defined before use, each value has one producer,
+        ARRAY variables have producers and nothing else does, node names are unique."""
+        defined = {n for n, v in self.vars.items() if v.vtype is not VariableType.ARRAY}
+        names: set[str] = set()
+        for node in self.nodes:
+            if node.name in names:
+                raise GraphError(f"validate: two nodes are named {node.name!r}")
+            names.add(node.name)
+            for i in node.inputs:
+                if i not in self.vars:
+                    raise GraphError(f"validate: node {node.name!r} reads unknown variable {i!r}")
+                if i not in defined:
+                    raise GraphError(f"validate: node {node.name!r} reads {i!r} before it is "
+                                     f"computed")
+            for o in node.outputs:
+                var = self.vars.get(o)
+                if var is None or var.producer is not node or o in defined:
+                    raise GraphError(f"validate: output {o!r} of node {node.name!r} is not an "
+                                     f"ARRAY variable produced by it (or has two producers)")
+                defined.add(o)
+        orphans = [n for n, v in self.vars.items()
+                   if v.vtype is VariableType.ARRAY and n not in defined]
+        if orphans:
+            raise GraphError(f"validate: ARRAY variables without a producing node: {orphans[:5]}")
+
+    # -- transforming ---------------------------------------------------------------------
+    def copy(self) -> "Graph":
+        """An unfrozen copy sharing the (immutable) nodes and the value arrays."""
+        g = Graph()
+        g.vars = {k: dataclasses.replace(v) for k, v in self.vars.items()}
+        g.nodes = list(self.nodes)
+        g.node_names = set(self.node_names)
+        g.name_counts = dict(self.name_counts)
+        g.scopes = list(self.scopes)
+        g.version = self.version
+        return g
+
+    def restore_from(self, saved: "Graph") -> None:
+        """Make this graph's structure that of ``saved`` (a ``copy()`` taken earlier); the
+        version moves forward, so nothing cached for the states in between is reused."""
+        if self.version == saved.version:
+            return  # every change bumps the version: nothing changed since the copy
+        version = max(self.version, saved.version) + 1
+        self.vars = {k: dataclasses.replace(v) for k, v in saved.vars.items()}
+        self.nodes = list(saved.nodes)
+        self.node_names = set(saved.node_names)
+        self.name_counts = dict(saved.name_counts)
+        self.scopes = list(saved.scopes)
+        self.version = version
+
+    def subgraph(self, outputs: Iterable[str], keep: Iterable[str] = ()) -> "Graph":
+        """A new graph with only what ``outputs`` need (plus the variables in ``keep``)."""
+        outputs = list(outputs)
+        nodes = self.needed(outputs)
+        used = {i for n in nodes for i in n.inputs} | {o for n in nodes for o in n.outputs}
+        used |= set(outputs) | set(keep)
+        g = Graph()
+        g.vars = {k: dataclasses.replace(v) for k, v in self.vars.items() if k in used}
+        g.nodes = nodes
+        g.node_names = {n.name for n in nodes}
+        g.name_counts = dict(self.name_counts)
+        g.version = self.version + 1  # versions only move forward along a graph's history
+        return g
+
+    def freeze(self) -> "Graph":
+        """Make this graph immutable (and hashable by structure); returns it."""
+        self._frozen = True
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def key(self) -> tuple:
+        """Structural key: variables (name, kind, type) and nodes (op, attrs, wiring); equal
+        keys compute the same function of the same inputs, up to VARIABLE/CONSTANT values.
+        Memoized per version."""
+        if self._key is None or self._key[0] != self.version:
+            vars_ = tuple((v.name, v.vtype.value, v.ttype) for v in self.vars.values())
+            self._key = (self.version, (vars_, tuple(n.key() for n in self.nodes)))
+        return self._key[1]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return self is other or (self.key() == other.key() and _same_values(self, other))
+
+    def __hash__(self) -> int:
+        if not self._frozen:
+            raise TypeError("an unfrozen Graph is mutable and unhashable; freeze() it first")
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        return f"Graph({len(self.vars)} variables, {len(self.nodes)} nodes)"
+
+
+def _same_values(a: Graph, b: Graph) -> bool:
+    for name, va in a.vars.items():
+        vb = b.vars[name].value
+        if (va.value is None) != (vb is None):
+            return False
+        if va.value is not None and not (va.value is vb or np.array_equal(va.value, vb,
+                                                                          equal_nan=True)):
+            return False
+    return True
+
+
+def needed_nodes(nodes: Sequence[Any], producers: Mapping[Hashable, Any],
+                 outputs: Iterable[Hashable]) -> list:
+    """The nodes (in their original, topological order) that ``outputs`` depend on."""
+    needed: set[int] = set()
+    stack = [producers[o] for o in outputs if o in producers]
+    while stack:
+        node = stack.pop()
+        if id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(producers[i] for i in node.inputs if i in producers)
+    return [n for n in nodes if id(n) in needed]
+
+
+def infer_node_types(nodes: Sequence[Node],
+                     input_types: Mapping[Hashable, TensorType]) -> dict[Hashable, TensorType]:
+    """The types of the inputs and of every value ``nodes`` compute from them (a node's error
+    names the node)."""
+    types = dict(input_types)
+    for node in nodes:
+        try:
+            outs = node.op.infer_types([types[i] for i in node.inputs], node.attrs)
+        except (OpError, NdDTypeError) as err:
+            raise type(err)(f"{err} [in node {node.name!r}]") from None
+        types.update(zip(node.outputs, outs))
+    return types
