@@ -35,13 +35,13 @@ def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = 
     Where it records: into the graph of an input that is a graph variable (an ``SDVariable``:
     ``nd.exp(v)`` records into ``v``'s SameDiff), else into the current trace (the context
     variable set by ``graph_scope`` / ``nd.compile``); with neither it runs eagerly."""
+    trace = CURRENT_TRACE.get()
+    if trace is None:
+        return run_eager(op, inputs, attrs, name)  # finds graph variables on its slow path
     for x in inputs:
         if type(x) is not NDArray and isinstance(x, OpSurface) and x._recorder is not None:
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
-    trace = CURRENT_TRACE.get()
-    if trace is not None:
-        return trace.record(op, inputs, attrs or {}, name)
-    return run_eager(op, inputs, attrs)
+    return trace.record(op, inputs, attrs or {}, name)
 
 
 def _top_recorder(inputs: list) -> Any:
@@ -56,7 +56,10 @@ def _top_recorder(inputs: list) -> Any:
     return top
 
 
-def run_eager(op: OpDef, inputs: list, attrs: dict | None) -> Any:
+def run_eager(op: OpDef, inputs: list, attrs: dict | None, name: str | None = None) -> Any:
+    """Run ``op`` on numpy buffers — unless an input is a graph variable: then the call is
+    recorded into its graph (checked only for inputs that are not plain NDArrays, so the
+    common all-array call pays nothing for it)."""
     rec = op.make_attrs(attrs) if attrs else op.default_attrs
     if rec is None:
         rec = op.make_attrs({})  # raises: a required attribute is missing
@@ -65,7 +68,12 @@ def run_eager(op: OpDef, inputs: list, attrs: dict | None) -> Any:
     # without attributes (~40 ns).
     vals = []
     for x in inputs:
-        vals.append(x._data if type(x) is NDArray else to_value(x))
+        if type(x) is NDArray:
+            vals.append(x._data)
+        elif isinstance(x, OpSurface) and x._recorder is not None:
+            return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
+        else:
+            vals.append(to_value(x))
     if len(vals) != len(op.inputs) and not op.variadic:
         op.check_arity(len(vals))
     kw = rec.__dict__

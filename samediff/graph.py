@@ -19,7 +19,7 @@ outputs). Ops are recorded through the same op table and argument rules as eager
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 

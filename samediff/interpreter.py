@@ -6,32 +6,19 @@ SameDiff, traces and plans all share it.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .array import explain_failure
+from .array import explain_failure, type_of
 from .errors import OpError
-
-
-def needed_nodes(nodes: Sequence[Any], producers: Mapping[str, Any], outputs: Iterable[str]) -> list:
-    """The nodes (in their original, topological order) that ``outputs`` depend on."""
-    needed: set[int] = set()
-    stack = [producers[o] for o in outputs if o in producers]
-    while stack:
-        node = stack.pop()
-        if id(node) in needed:
-            continue
-        needed.add(id(node))
-        stack.extend(producers[i] for i in node.inputs if i in producers)
-    return [n for n in nodes if id(n) in needed]
+from .ir import needed_nodes
 
 
 _WEAK = (bool, int, float)
 
 
 def _typed_weak(node: Any, args: list) -> bool:
-    from .array import type_of  # the op table's own answer (memoized per input types)
     return node.op.infer_types([type_of(a) for a in args], node.attrs)[0].weak
 
 

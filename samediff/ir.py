@@ -33,8 +33,11 @@ from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .errors import GraphError, NdDTypeError, OpError, UnknownVariableError
-from .ops import OpDef, TensorType
+from .errors import (GraphError, NdDTypeError, NdError, OpError, UnknownOpError,
+                     UnknownVariableError)
+from .ops import REGISTRY, OpDef, TensorType
+from .ops import registry as _registry
+from .ops.registry import encode_attr
 
 
 class VariableType(str, Enum):
@@ -262,8 +265,11 @@ class Graph:
     def retype(self, input_types: Mapping[str, TensorType],
                nodes: Sequence[Node] | None = None) -> dict[str, TensorType]:
         """Types of every value ``nodes`` (default: all) compute from inputs of these concrete
-        types — how a placeholder's ``-1`` dims become known. An error names its node."""
-        return infer_node_types(self.nodes if nodes is None else nodes, input_types)
+        types — how a placeholder's ``-1`` dims become known; variables not given keep their
+        static types. An error names its node."""
+        known = {n: v.ttype for n, v in self.vars.items() if v.vtype is not VariableType.ARRAY}
+        known.update(input_types)
+        return infer_node_types(self.nodes if nodes is None else nodes, known)
 
     def validate(self) -> None:
         """Check the invariants every consumer relies on; raise ``GraphError`` naming the first
@@ -349,6 +355,55 @@ class Graph:
             self._key = (self.version, (vars_, tuple(n.key() for n in self.nodes)))
         return self._key[1]
 
+    # -- as an attribute value (JSON) ------------------------------------------------------
+    def to_dict(self) -> dict:
+        """The JSON form of this graph (structure and constant values), as a graph-valued op
+        attribute is saved; ``Graph.from_dict`` inverts it."""
+        variables = []
+        for v in self.vars.values():
+            entry: dict[str, Any] = {"name": v.name, "type": v.vtype.value,
+                                     "dtype": v.ttype.dtype.name, "shape": list(v.ttype.shape),
+                                     "weak": bool(v.ttype.weak)}
+            if v.value is not None:
+                entry["value"] = v.value.tolist()
+            variables.append(entry)
+        nodes = [{"name": n.name, "op": n.op.name, "inputs": list(n.inputs),
+                  "outputs": list(n.outputs),
+                  "attrs": {k: encode_attr(a) for k, a in vars(n.attrs).items()}}
+                 for n in self.nodes]
+        return {"graph": 1, "variables": variables, "nodes": nodes}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "Graph":
+        """The frozen graph ``to_dict`` wrote, re-typed and validated (a damaged document
+        raises ``GraphError``; an unknown op ``UnknownOpError``)."""
+        try:
+            if doc.get("graph") != 1:
+                raise GraphError(f"not a graph document (graph={doc.get('graph')!r})")
+            g = cls()
+            for e in doc["variables"]:
+                dtype = np.dtype(e["dtype"])
+                ttype = TensorType(tuple(int(d) for d in e["shape"]), dtype, bool(e["weak"]))
+                value = np.array(e["value"], dtype=dtype).reshape(ttype.shape) \
+                    if "value" in e else None
+                vtype = VariableType(e["type"])
+                if vtype is not VariableType.ARRAY:
+                    g.add_var(str(e["name"]), vtype, ttype, value)
+            for e in doc["nodes"]:
+                op = REGISTRY.get(e["op"])
+                if op is None:
+                    raise UnknownOpError(f"graph attribute: unknown op {e['op']!r}")
+                rec = op.make_attrs(e["attrs"])
+                types = op.infer_types([g.var(i).ttype for i in e["inputs"]], rec)
+                g.add_node(op, rec, tuple(e["inputs"]), types, str(e["name"]),
+                           [str(o) for o in e["outputs"]])
+        except NdError:
+            raise  # already says what is wrong (unknown op, bad attribute, bad wiring)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise GraphError(f"graph attribute: malformed graph document ({exc})") from exc
+        g.validate()
+        return g.freeze()
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Graph):
             return NotImplemented
@@ -400,3 +455,6 @@ def infer_node_types(nodes: Sequence[Node],
             raise type(err)(f"{err} [in node {node.name!r}]") from None
         types.update(zip(node.outputs, outs))
     return types
+
+
+_registry.GRAPH_DECODER = Graph.from_dict  # graph-valued op attributes decode to IR graphs

@@ -62,6 +62,11 @@ class GraphValue(OpSurface):
         return self._recorder.graph.vars[self._name]
 
     @property
+    def ttype(self) -> TensorType:
+        """The static type: shape (``-1`` = unknown dim), dtype, weakness."""
+        return self._var.ttype
+
+    @property
     def shape(self) -> tuple[int, ...]:
         """Inferred shape; ``-1`` marks dims unknown until run time."""
         return self._var.ttype.shape

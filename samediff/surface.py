@@ -11,6 +11,7 @@ from typing import Any, Callable
 from .binding import split_call
 from .ops import REGISTRY, OpDef, get_op
 from .ops.registry import names_to_ops
+from .ops.shape_ops import index_to_spec
 
 
 class OpSurface:
@@ -31,7 +32,6 @@ class OpSurface:
     __hash__ = object.__hash__  # comparisons are elementwise, identity stays the hash
 
     def __getitem__(self, key: Any) -> Any:
-        from .ops.shape_ops import index_to_spec
         return self._apply(_STRIDED_SLICE, [self], {"index": index_to_spec(key)})
 
     def __bool__(self) -> bool:

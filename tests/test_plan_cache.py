@@ -301,3 +301,33 @@ def test_threads_share_the_cache_without_losing_counts():
     assert stats.hits + stats.misses == 8 * calls_per_thread
     assert stats.compiles == stats.misses and len(PLAN_CACHE) <= 6
     assert stats.compiles - stats.evictions == len(PLAN_CACHE)
+
+
+def test_clear_cache_reaches_every_caller_of_the_one_plan_cache():
+    """Traces, compiled functions, SameDiff.output and training steps all plan through the one
+    cache: after nd.clear_cache() each of them builds its plans anew (counted as misses)."""
+    import nd4py as nd
+    from samediff.training import Sgd, TrainingConfig
+
+    sd = nd.SameDiff.create()
+    x = sd.placeholder("x", nd.DOUBLE, -1, 2)
+    w = sd.var("w", np.ones((2, 1)))
+    ((x.mmul(w) - 1.0) ** 2).mean().mark_as_loss()
+    sd.set_training_config(TrainingConfig(updater=Sgd(0.1), feature_mapping=["x"]))
+    f = nd.compile(lambda a: a * 2.0)
+    data = {"x": np.ones((4, 2))}
+
+    def use_everything() -> None:
+        sd.output(data, "w")
+        sd.fit([data], epochs=1, verbose=0)
+        f(nd.ones(3))
+        with nd.graph_scope():
+            nd.ones(2) + 1.0
+
+    use_everything()
+    nd.clear_cache()
+    assert nd.cache_stats()["plans"] == 0
+    use_everything()
+    stats = nd.cache_stats()
+    # output, the step's gradient and update plans, the compiled function, the scope
+    assert stats["misses"] >= 5 and stats["plans"] >= 5, stats

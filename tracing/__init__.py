@@ -9,7 +9,7 @@ from __future__ import annotations
 from samediff.compiler.cache import PLAN_CACHE, CacheStats, RetraceWarning, set_planner
 from samediff.interpreter import InterpreterPlan
 
-from .compile import (CompiledFunction, CompiledGraphFunction, compile,
+from .compile import (CompiledFunction, CompiledGraphFunction, close_all, compile,
                       set_default_max_signatures, signature_stats)
 from .lazy import LazyArray
 from .scope import GraphScope, graph_scope
@@ -17,10 +17,12 @@ from .trace import Trace
 
 
 def clear_cache() -> None:
-    """Drop every cached plan — of traces, compiled functions and every other caller of the
-    one plan cache (``samediff.compiler.cache``) — and reset its statistics (compiled
-    functions keep their signatures; their plans are rebuilt on demand)."""
+    """Drop every cached plan — of traces, ``SameDiff.output``, training steps and compiled
+    functions: the one plan cache (``samediff.compiler.cache``) — and reset its statistics.
+    Like ``jax.clear_caches()``, compiled functions forget their traces too: their next call
+    traces afresh (capturing the arrays their globals/closures name then)."""
     PLAN_CACHE.clear()
+    close_all()
 
 
 def cache_stats() -> dict[str, int]:

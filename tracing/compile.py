@@ -341,6 +341,12 @@ def set_default_max_signatures(n: int) -> None:
             fn._evict(fn.max_signatures)
 
 
+def close_all() -> None:
+    """``close()`` every live compiled function (``nd.clear_cache``)."""
+    for fn in list(_LIVE):
+        fn.close()
+
+
 def signature_stats() -> dict[str, int]:
     """Totals over live compiled functions: signatures kept, the default bound, evictions."""
     live = list(_LIVE)

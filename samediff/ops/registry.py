@@ -131,6 +131,23 @@ def _str(v: Any) -> str:
     return v
 
 
+#: Set by ``samediff/ir.py`` when it is imported: turns the JSON form of a graph back into a
+#: frozen IR graph. The op table declares graph-valued attributes; the IR, which sits above the
+#: table, is what a graph is.
+GRAPH_DECODER: Callable[[Any], Any] | None = None
+
+
+def _graph(v: Any) -> Any:
+    """A graph-valued attribute (a ``cond``/``while``/``scan`` body, an ONNX sub-graph): an IR
+    ``Graph``, kept frozen — hashable by structure, so it can be part of a plan key — or its
+    JSON form (a saved file)."""
+    if isinstance(v, dict) and GRAPH_DECODER is not None:
+        return GRAPH_DECODER(v)
+    if not (hasattr(v, "freeze") and hasattr(v, "to_dict")):
+        raise TypeError(f"expected a graph (samediff.ir.Graph), got {type(v).__name__}")
+    return v if v.frozen else v.copy().freeze()
+
+
 class Attr:
     """Namespace of attribute kinds used in op definitions."""
 
@@ -146,12 +163,15 @@ class Attr:
     OPT_FLOAT = _opt(FLOAT)
     OPT_DTYPE = _opt(DTYPE)
     OPT_INTS = _opt(INTS)
+    GRAPH = AttrKind("graph", _graph)
 
 
 def encode_attr(value: Any) -> Any:
     """JSON-friendly form of a canonical attribute value (decode with the kind's ``coerce``)."""
     if isinstance(value, np.dtype):
         return value.name
+    if hasattr(value, "to_dict") and hasattr(value, "freeze"):  # a graph-valued attribute
+        return value.to_dict()
     if isinstance(value, tuple):
         return [encode_attr(v) for v in value]
     return value

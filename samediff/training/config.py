@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Sequence
 
 from ..errors import TrainingError
+from .updaters import Updater
 
 
 def _names(value: Any, what: str) -> list[str]:
@@ -96,7 +97,6 @@ class TrainingConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainingConfig":
-        from .updaters import Updater
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:

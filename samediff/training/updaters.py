@@ -63,8 +63,8 @@ def _scalar(h: Any, param: Any) -> Any:
     """
     if isinstance(h, (int, float, np.generic, np.ndarray)):
         return float(h)
-    info = getattr(h, "_info", None)  # an SDVariable: a weak placeholder never promotes
-    if info is not None and info.ttype.weak:
+    ttype = getattr(h, "ttype", None)  # a graph variable: a weak placeholder never promotes
+    if ttype is not None and ttype.weak:
         return h
     dtype = getattr(param, "dtype", None)
     if dtype is not None and getattr(h, "dtype", dtype) != dtype:
