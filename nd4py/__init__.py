@@ -31,7 +31,8 @@ from samediff import evaluation  # noqa: F401
 from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
-from samediff.namespaces import OpNamespace
+from samediff.frontends import ND4J
+from samediff.namespaces import OpNamespace, op_namespaces
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
                      cache_stats, clear_cache, compile, graph_scope, set_cache_size)
 
@@ -39,11 +40,9 @@ from . import random  # noqa: F401
 from .creation import (arange, array, empty, eye, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, scalar, value_array_of, zeros, zeros_like)
 
-math = OpNamespace("nd.math", ("math",), bind)
-nn = OpNamespace("nd.nn", ("nn",), bind)
-linalg = OpNamespace("nd.linalg", ("linalg",), bind)
-base = OpNamespace("nd.base", ("base", "shape"), bind)
-_ALL_OPS = OpNamespace("nd4py", None, bind)
+# nd.math, nd.nn, nd.linalg, nd.base: the ND4J front end's layout (samediff/frontends/nd4j.py)
+globals().update(op_namespaces(ND4J, "nd", bind, eager_only=True))
+_ALL_OPS = OpNamespace("nd4py", ND4J, None, bind)
 loss = LossNamespace()
 
 __version__ = "0.1.0"

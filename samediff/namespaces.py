@@ -1,36 +1,31 @@
 """Op namespaces (``sd.math``, ``nd.nn``, ...) generated from the op table, and graph summaries.
 
-One ``OpNamespace`` class serves SameDiff and the eager API: it only needs a function that
-applies an op. Functions are resolved from the table on attribute access, so a user-defined op
-registered later appears everywhere at once.
+One ``OpNamespace`` class serves SameDiff and the eager API: it needs a front end (its names,
+layout and argument rule, ``samediff/frontends``) and a function that applies an op. Functions
+are resolved from the table on attribute access, so a user-defined op registered later appears
+everywhere at once.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .binding import split_call
+from .frontends import ND4J, Frontend
 from .losses import LossNamespace
-from .ops import REGISTRY, OpDef
-from .ops.registry import names_to_ops
+from .ops import OpDef
 
 Applier = Callable[[OpDef, list, dict, "str | None"], Any]
 
 
-def ops_in(namespaces: Iterable[str] | None) -> dict[str, OpDef]:
-    """Op names (with aliases and ND4J names) -> op, for the given namespaces (None = all)."""
-    wanted = None if namespaces is None else set(namespaces)
-    return names_to_ops(op for op in REGISTRY.values() if wanted is None or op.namespace in wanted)
-
-
-def op_function(op: OpDef, apply: Applier, leading_name: bool) -> Callable[..., Any]:
-    """A Python function for ``op``: ``f(*inputs, *attrs, name=None, **attrs)``.
+def op_function(op: OpDef, frontend: Frontend, apply: Applier,
+                leading_name: bool) -> Callable[..., Any]:
+    """A Python function for ``op``: its arguments are split by the front end's rule.
 
     With ``leading_name`` a first string argument is the output name (ND4J's
     ``sd.nn.relu("hidden", x, 0)``)."""
+    split_call = frontend.split_call
+
     def function(*args: Any, **kwargs: Any) -> Any:
-        if leading_name and args and isinstance(args[0], str) and "name" not in kwargs:
-            kwargs["name"], args = args[0], args[1:]
-        inputs, attrs, name = split_call(op, args, kwargs)
+        inputs, attrs, name = split_call(op, args, kwargs, leading_name)
         return apply(op, inputs, attrs, name)
     function.__name__ = op.name
     function.__qualname__ = op.name
@@ -40,12 +35,14 @@ def op_function(op: OpDef, apply: Applier, leading_name: bool) -> Callable[..., 
 
 
 class OpNamespace:
-    """Attribute access returns a function applying the named op (e.g. ``ns.relu(x)``)."""
+    """Attribute access returns a function applying the named op (e.g. ``ns.relu(x)``): a
+    name of ``frontend`` for an op of ``groups`` (None = every op)."""
 
-    def __init__(self, title: str, namespaces: Iterable[str] | None, apply: Applier,
-                 leading_name: bool = False) -> None:
+    def __init__(self, title: str, frontend: Frontend, groups: Iterable[str] | None,
+                 apply: Applier, leading_name: bool = False) -> None:
         self._title = title
-        self._namespaces = None if namespaces is None else tuple(namespaces)
+        self._frontend = frontend
+        self._groups = None if groups is None else tuple(groups)
         self._apply = apply
         self._leading_name = leading_name
         self._cache: dict[str, Callable] = {}
@@ -55,31 +52,36 @@ class OpNamespace:
             raise AttributeError(name)
         fn = self._cache.get(name)
         if fn is None:
-            op = ops_in(self._namespaces).get(name)
+            op = self._frontend.ops_in(self._groups).get(name)
             if op is None:
                 raise AttributeError(f"{self._title} has no op {name!r}; available: "
-                                     f"{', '.join(sorted(ops_in(self._namespaces)))}")
-            fn = self._cache[name] = op_function(op, self._apply, self._leading_name)
+                                     f"{', '.join(sorted(self._frontend.ops_in(self._groups)))}")
+            fn = self._cache[name] = op_function(op, self._frontend, self._apply,
+                                                 self._leading_name)
         setattr(self, name, fn)  # later lookups skip __getattr__
         return fn
 
     def __dir__(self) -> list[str]:
-        return sorted(ops_in(self._namespaces))
+        return sorted(self._frontend.ops_in(self._groups))
 
     def __repr__(self) -> str:
-        return f"<{self._title}: {len(ops_in(self._namespaces))} ops>"
+        return f"<{self._title}: {len(self._frontend.ops_in(self._groups))} ops>"
 
 
-SAMEDIFF_NAMESPACES = {"math": ("math",), "nn": ("nn",), "random": ("random",),
-                       "linalg": ("linalg",), "shape": ("shape",), "base": ("base", "shape"),
-                       "creation": ("creation",)}
+def op_namespaces(frontend: Frontend, prefix: str, apply: Applier, *, eager_only: bool = False,
+                  leading_name: bool = False) -> dict[str, OpNamespace]:
+    """One ``OpNamespace`` per namespace of the front end's layout (``eager_only``: only those
+    the eager API shows), keyed by the namespace's name."""
+    return {ns: OpNamespace(f"{prefix}.{ns}", frontend, space.groups, apply, leading_name)
+            for ns, space in frontend.namespaces.items() if space.eager or not eager_only}
 
 
 def attach_namespaces(sd: Any) -> None:
-    """Give a SameDiff its ``sd.math``/``sd.nn``/... namespaces and ``sd.ops`` (every op)."""
-    for attr, namespaces in SAMEDIFF_NAMESPACES.items():
-        setattr(sd, attr, OpNamespace(f"sd.{attr}", namespaces, sd._record, leading_name=True))
-    sd.all_ops = OpNamespace("sd", None, sd._record, leading_name=True)  # type: ignore[attr-defined]
+    """Give a SameDiff its ``sd.math``/``sd.nn``/... namespaces (the ND4J front end's layout)
+    and ``sd.all_ops`` (every op)."""
+    for attr, namespace in op_namespaces(ND4J, "sd", sd._record, leading_name=True).items():
+        setattr(sd, attr, namespace)
+    sd.all_ops = OpNamespace("sd", ND4J, None, sd._record, leading_name=True)  # type: ignore[attr-defined]
     sd.loss = LossNamespace(sd)  # type: ignore[attr-defined]
 
 

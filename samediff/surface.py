@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .binding import split_call
-from .ops import REGISTRY, OpDef, get_op
-from .ops.registry import names_to_ops
+from .frontends import ND4J, names_to_ops
+from .frontends.nd4j import split_call
+from .ops import REGISTRY, OpDef
 from .ops.shape_ops import index_to_spec
 
 
 class OpSurface:
-    """Mixin: Python operators, op-table methods and ND4J aliases, all via ``_apply``.
+    """Mixin: Python operators and one method per op and per ND4J name, all via ``_apply``.
 
     Concrete classes define ``_apply(op, inputs, attrs, name=None)`` (run or record one op) and
     ``_inplace(op, inputs, attrs, operator)`` (``addi``-style update; ``operator`` is True for
@@ -37,17 +37,6 @@ class OpSurface:
     def __bool__(self) -> bool:
         raise TypeError(f"the truth value of a {type(self).__name__} is ambiguous; "
                         f"use .any() or .all()")
-
-    # -- ND4J-style conveniences ------------------------------------------------------------
-    def mmul(self, other: Any, **attrs: Any) -> Any:
-        """Matrix product (ND4J ``mmul``): ``self @ other``."""
-        return self._apply(get_op("matmul"), [self, other], attrs)
-
-    def cast_to(self, dtype: Any) -> Any:
-        """Convert to ``dtype`` (ND4J ``castTo``)."""
-        return self._apply(get_op("cast"), [self], {"dtype": dtype})
-
-    castTo = cast_to
 
     @property
     def T(self) -> Any:
@@ -102,7 +91,6 @@ _OPERATORS = {
     "__xor__": _binary("logical_xor"), "__rxor__": _binary("logical_xor", True),
     "__neg__": _unary("neg"), "__abs__": _unary("abs"), "__invert__": _unary("logical_not"),
 }
-_INPLACE_METHODS = ("add", "sub", "mul", "div", "rsub", "rdiv")  # ND4J's addi, subi, ...
 _INPLACE_DUNDERS = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul",
                     "__itruediv__": "div", "__ipow__": "pow", "__ifloordiv__": "floor_div",
                     "__imod__": "floor_mod"}
@@ -111,19 +99,20 @@ _STRIDED_SLICE: OpDef
 
 
 def install_surface() -> None:
-    """Attach operators and one method per op (and ND4J aliases) to ``OpSurface``.
+    """Attach operators and one method per op and per ND4J name (``x.leakyRelu()``, the
+    ND4J front end's table) to ``OpSurface``, and ND4J's in-place ``addi``-style methods.
 
     Called once the op table is complete; explicit methods on ``OpSurface`` win over
     generated ones, and generated ones never shadow attributes of the concrete classes.
     """
     global _STRIDED_SLICE
-    _STRIDED_SLICE = get_op("strided_slice")
+    _STRIDED_SLICE = REGISTRY["strided_slice"]
     for dunder, fn in _OPERATORS.items():
         setattr(OpSurface, dunder, fn)
-    for name, op in names_to_ops(REGISTRY.values()).items():
+    for name, op in names_to_ops(ND4J.names, REGISTRY.values()).items():
         if op.method and name not in OpSurface.__dict__:
             setattr(OpSurface, name, _op_method(op))
-    for op_name in _INPLACE_METHODS:
+    for op_name in ND4J.inplace:
         setattr(OpSurface, op_name + "i", _inplace_method(op_name, operator=False))
     for dunder, op_name in _INPLACE_DUNDERS.items():
         setattr(OpSurface, dunder, _inplace_method(op_name, operator=True))

@@ -26,8 +26,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import surface
 from .array import bind
-from .binding import split_call
 from .errors import OpError
+from .frontends.nd4j import split_call
 from .ops import REGISTRY, Attr, OpDef, TensorType, define
 from .ops.call import op as _op
 from .ops.families import broadcast_shapes, probe_dtypes

@@ -88,7 +88,7 @@ def _public(op: OpDef, inputs: list, attrs: dict) -> Any:
     fn = getattr(nd, op.name)
     if op.variadic:
         return fn(list(inputs), **attrs)
-    # optional inputs by keyword: positionally only array-likes bind to them (binding.py)
+    # optional inputs by keyword: positionally only array-likes bind to them (frontends/nd4j.py)
     required = [x for spec, x in zip(op.inputs, inputs) if not spec.endswith("?")]
     optional = {spec[:-1]: x for spec, x in zip(op.inputs, inputs) if spec.endswith("?")}
     return fn(*required, **optional, **attrs)

@@ -107,7 +107,7 @@ define("ones", [], _shape_infer, lambda *, shape, dtype: np.ones(shape, dtype),
        attrs=_SHAPE_DTYPE, **_NEW, doc="Array of ones of ``shape`` (default dtype float32).")
 define("full", [], _shape_infer, lambda *, shape, value, dtype: np.full(shape, value, dtype),
        attrs={"shape": (Attr.INTS, REQUIRED), "value": (Attr.FLOAT, REQUIRED),
-              "dtype": (Attr.DTYPE, _FLOAT32)}, nd4j="valueArrayOf", **_NEW,
+              "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="Array of ``shape`` filled with ``value`` (cast to ``dtype``, default float32).")
 define("linspace", [], _linspace_infer,
        lambda *, start, stop, num, dtype: np.linspace(start, stop, num, dtype=dtype),
@@ -124,10 +124,10 @@ define("eye", [], _eye_infer, lambda *, rows, cols, dtype: np.eye(rows, cols, dt
               "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="``rows x cols`` matrix with ones on the diagonal (``cols`` None = square).")
 define("zeros_like", ["x"], _like_infer, lambda x, *, dtype: np.zeros_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, nd4j="zerosLike", type_only=True, **_NEW,
+       attrs=_OPT_DTYPE, type_only=True, **_NEW,
        doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("ones_like", ["x"], _like_infer, lambda x, *, dtype: np.ones_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, nd4j="onesLike", type_only=True, **_NEW,
+       attrs=_OPT_DTYPE, type_only=True, **_NEW,
        doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("full_like", ["x"], _like_infer,
        lambda x, *, value, dtype: np.full_like(x, value, dtype=dtype),

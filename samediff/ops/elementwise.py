@@ -217,7 +217,7 @@ unary("relu", _relu, namespace="nn", attrs={"cutoff": (Attr.FLOAT, 0.0)}, exact=
 unary("relu6", lambda x: np.clip(x, 0, 6), namespace="nn", exact=True,
       scalar=lambda e, x: _clip(x, e.c(0), e.c(6)), doc="``min(max(x, 0), 6)``.")
 unary("leaky_relu", lambda x, *, alpha: np.where(np.greater_equal(x, 0), x, alpha * x),
-      namespace="nn", attrs=_ALPHA, nd4j="leakyRelu", exact=True,
+      namespace="nn", attrs=_ALPHA, exact=True,
       scalar=lambda e, x: f"({x} if {x} >= {e.c(0)} else {e.a('alpha')} * {x})",
       doc="``x`` if ``x >= 0`` else ``alpha * x``.")
 unary("elu", lambda x, *, alpha: np.where(np.greater(x, 0), x, alpha * np.expm1(np.minimum(x, 0))),
@@ -235,17 +235,16 @@ unary("gelu", _gelu, namespace="nn", attrs={"approximate": (Attr.BOOL, True)},
       scalar=lambda e, x: f"{e.f('gelu_tanh' if e.attrs.approximate else 'gelu_erf')}({x})",
       doc="Gaussian error linear unit; ``approximate=True`` uses the tanh form (as JAX), "
           "``False`` the exact erf form (ND4J's precise_gelu). ``gelu(-inf)`` is -0.0.")
-unary("swish", _swish, namespace="nn", aliases=("silu",), scalar=_fn("swish"),
+unary("swish", _swish, namespace="nn", scalar=_fn("swish"),
       doc="``x * sigmoid(x)`` (also called SiLU); ``swish(-inf)`` is -0.0.")
-unary("hard_sigmoid", lambda x: np.clip(0.2 * x + 0.5, 0.0, 1.0), namespace="nn",
-      nd4j="hardSigmoid", exact=True,
+unary("hard_sigmoid", lambda x: np.clip(0.2 * x + 0.5, 0.0, 1.0), namespace="nn", exact=True,
       scalar=lambda e, x: _clip(f"{e.c(0.2)} * {x} + {e.c(0.5)}", e.c(0), e.c(1)),
       doc="``clip(0.2 * x + 0.5, 0, 1)`` (ND4J's definition).")
-unary("hard_tanh", lambda x: np.clip(x, -1, 1), namespace="nn", nd4j="hardTanh", exact=True,
+unary("hard_tanh", lambda x: np.clip(x, -1, 1), namespace="nn", exact=True,
       scalar=lambda e, x: _clip(x, e.c(-1), e.c(1)), doc="``clip(x, -1, 1)``.")
-unary("log_sigmoid", lambda x: -_softplus(-x), namespace="nn", nd4j="logSigmoid",
+unary("log_sigmoid", lambda x: -_softplus(-x), namespace="nn",
       scalar=lambda e, x: f"(-{e.f('softplus')}(-{x}))", doc="``log(sigmoid(x))``, overflow-free.")
-unary("hard_swish", _hard_swish, namespace="nn", aliases=("hardswish",), exact=True,
+unary("hard_swish", _hard_swish, namespace="nn", exact=True,
       scalar=_hard_swish_expr, grad=_hard_swish_grad,
       doc="``x * relu6(x + 3) / 6`` (PyTorch's hardswish, and its gradient: 0 below -3, "
           "``x / 3 + 1/2`` on [-3, 3], 1 above); ``hard_swish(-inf)`` is -0.0.")
@@ -266,18 +265,18 @@ binary("rsub", lambda x, y: np.subtract(y, x), scalar=_infix("({y} - {x})"), exa
 binary("rdiv", lambda x, y: np.true_divide(y, x), scalar=_infix("({y} / {x})"), exact=True,
        doc="Reversed division ``y / x``.")
 binary("pow", np.power, scalar=_infix("({x} ** {y})"), doc="Elementwise ``x ** y``.")
-binary("maximum", np.maximum, nd4j="max", scalar=_infix("np.maximum({x}, {y})"), exact=True,
+binary("maximum", np.maximum, scalar=_infix("np.maximum({x}, {y})"), exact=True,
        doc="Elementwise maximum (NaN propagates).")
-binary("minimum", np.minimum, nd4j="min", scalar=_infix("np.minimum({x}, {y})"), exact=True,
+binary("minimum", np.minimum, scalar=_infix("np.minimum({x}, {y})"), exact=True,
        doc="Elementwise minimum (NaN propagates).")
-binary("floor_mod", np.mod, nd4j="floorMod", unfused="no kernel expression yet: numpy's mod "
+binary("floor_mod", np.mod, unfused="no kernel expression yet: numpy's mod "
        "(sign of y, zero and infinite divisors)",
        doc="Remainder with the sign of ``y`` (Python ``%``).")
-binary("floor_div", np.floor_divide, nd4j="floorDiv", unfused="no kernel expression yet: "
+binary("floor_div", np.floor_divide, unfused="no kernel expression yet: "
        "numpy's floor_divide (zero and infinite divisors)", doc="Floor division (Python ``//``).")
 elementwise("atan2", ["y", "x"], np.arctan2, scalar=_infix("math.atan2({x}, {y})"),
             doc="Elementwise ``atan(y / x)`` in the right quadrant.")
-binary("squared_difference", lambda x, y: np.square(np.subtract(x, y)), nd4j="squaredDifference",
+binary("squared_difference", lambda x, y: np.square(np.subtract(x, y)),
        scalar=_infix("(({x} - {y}) * ({x} - {y}))"), exact=True,
        doc="Elementwise ``(x - y) ** 2``.")
 for _name, _sym, _ufunc in [("eq", "==", np.equal), ("neq", "!=", np.not_equal),
@@ -299,7 +298,7 @@ elementwise("where", ["condition", "x", "y"], lambda c, x, y: np.where(c, x, y),
             doc="Elementwise select: ``x`` where ``condition`` else ``y``.")
 unary("clip_by_value", lambda x, *, clip_min, clip_max: np.clip(x, clip_min, clip_max),
       attrs={"clip_min": (Attr.FLOAT, REQUIRED), "clip_max": (Attr.FLOAT, REQUIRED)},
-      nd4j="clipByValue", scalar=lambda e, x: _clip(x, e.a("clip_min"), e.a("clip_max")),
+      scalar=lambda e, x: _clip(x, e.a("clip_min"), e.a("clip_max")),
       exact=True, doc="Clip values to ``[clip_min, clip_max]``.")
 
 
@@ -309,6 +308,6 @@ def _cast_infer(types: list[TensorType], attrs) -> TensorType:
 
 # in a kernel the store into the node's dtype is the conversion
 define("cast", ["x"], _cast_infer, lambda x, *, dtype: np.asarray(x).astype(dtype),
-       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base", nd4j="castTo",
+       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base",
        elementwise=True, scalar=lambda e, x: x, exact=True,
        doc="Convert to another data type (numpy ``astype`` semantics).")

@@ -63,7 +63,7 @@ _MM_ATTRS = {"transpose_x": (Attr.BOOL, False), "transpose_y": (Attr.BOOL, False
 define("matmul", ["x", "y"],
        probed_infer("matmul", lambda xs, ys, a: matmul_shape(
            xs, ys, a.transpose_x, a.transpose_y, a.transpose_result)),
-       _matmul, attrs=_MM_ATTRS, namespace="base", nd4j="mmul",
+       _matmul, attrs=_MM_ATTRS, namespace="base",
        doc="Matrix product with numpy ``matmul`` semantics (batch dims broadcast, 1-D "
            "operands allowed); the transposes swap the last two dims.")
 
@@ -98,7 +98,7 @@ def _tensor_mmul(x, y, *, dims_x, dims_y):
 define("tensor_mmul", ["x", "y"],
        probed_infer("tensor_mmul", tensor_mmul_shape, (("dims_x", ()), ("dims_y", ()))),
        _tensor_mmul, attrs={"dims_x": (Attr.INTS, REQUIRED), "dims_y": (Attr.INTS, REQUIRED)},
-       namespace="linalg", nd4j="tensorMmul",
+       namespace="linalg",
        doc="Tensor contraction ``numpy.tensordot(x, y, axes=(dims_x, dims_y))``: x's free "
            "dims, then y's free dims.")
 

@@ -102,7 +102,7 @@ define("softmax", ["x"], probed_infer("softmax", _dim_shape, (("dim", 0),)), _so
        "max for stability (a slice holding +inf or NaN gives NaN; a size-0 ``dim``, an empty "
        "result).")
 define("log_softmax", ["x"], probed_infer("log_softmax", _dim_shape, (("dim", 0),)),
-       _log_softmax, attrs=_DIM, namespace="nn", nd4j="logSoftmax",
+       _log_softmax, attrs=_DIM, namespace="nn",
        row_kernel=RowKernel("log_softmax", axis="dim"),
        doc="``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability (edge "
        "values as softmax).")
@@ -184,7 +184,7 @@ def _layer_norm_shape(xs: Shape, *params_and_attrs) -> Shape:
 define("layer_norm", ["x", "gain", "bias?"],
        probed_infer("layer_norm", _layer_norm_shape, (("dims", (0,)),)), _layer_norm,
        attrs={"dims": (Attr.INTS, (-1,)), "epsilon": (Attr.FLOAT, 1e-5)}, namespace="nn",
-       nd4j="layerNorm", row_kernel=RowKernel("normalize", axis="dims", epsilon="epsilon"),
+       row_kernel=RowKernel("normalize", axis="dims", epsilon="epsilon"),
        doc="Normalize over ``dims`` to mean 0 / (biased) variance 1, then "
        "``* gain + bias``; gain/bias span the normalized dims (right-aligned, broadcastable). "
        "Statistics in float64 for float32 x (no overflow up to 3.4e38).")
@@ -211,7 +211,7 @@ def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
 define("batch_norm", ["x", "mean", "variance", "gamma", "beta"],
        probed_infer("batch_norm", _batch_norm_infer_shape, (("axis", 0),)), _batch_norm,
        attrs={"epsilon": (Attr.FLOAT, 1e-5), "axis": (Attr.INT, -1)}, namespace="nn",
-       nd4j="batchNorm", doc="Inference batch norm ``(x - mean) / sqrt(variance + epsilon) * "
+       doc="Inference batch norm ``(x - mean) / sqrt(variance + epsilon) * "
        "gamma + beta`` with 1-D parameters applied along ``axis``.")
 
 
@@ -231,7 +231,7 @@ def _bias_add(x, b, *, nchw):
 define("bias_add", ["x", "b"],
        probed_infer("bias_add", lambda xs, bs, a: _vector(bs, "b", xs, _bias_axis(len(xs), a.nchw)),
            (("nchw", False),)),
-       _bias_add, attrs={"nchw": (Attr.BOOL, False)}, namespace="nn", nd4j="biasAdd",
+       _bias_add, attrs={"nchw": (Attr.BOOL, False)}, namespace="nn",
        doc="``x + b`` with the 1-D bias along dim 1 (``nchw=True``) or the last dim.")
 
 

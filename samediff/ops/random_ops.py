@@ -74,7 +74,7 @@ def _truncated_normal(gen: np.random.Generator, *, shape, mean, std, dtype) -> n
     return z * std + mean
 
 
-def _random_op(name: str, sample, check, params: dict, doc: str, nd4j: str | None = None) -> None:
+def _random_op(name: str, sample, check, params: dict, doc: str) -> None:
     def infer(types: list[TensorType], a: Any) -> TensorType:
         check_static_shape(a.shape)
         check(**vars(a))
@@ -86,7 +86,7 @@ def _random_op(name: str, sample, check, params: dict, doc: str, nd4j: str | Non
         out = sample(random_state.generator(), **attrs)
         return np.asarray(out).astype(attrs["dtype"], copy=False)
 
-    define(name, [], infer, impl, namespace="random", method=False, random=True, nd4j=nd4j,
+    define(name, [], infer, impl, namespace="random", method=False, random=True,
            attrs={"shape": (Attr.INTS, REQUIRED), **params, "dtype": (Attr.DTYPE, _FLOAT32)},
            doc=doc)
 
@@ -94,12 +94,11 @@ def _random_op(name: str, sample, check, params: dict, doc: str, nd4j: str | Non
 _MEAN_STD = {"mean": (Attr.FLOAT, 0.0), "std": (Attr.FLOAT, 1.0)}
 
 _random_op("uniform", _uniform, _check_uniform,
-           {"low": (Attr.FLOAT, 0.0), "high": (Attr.FLOAT, 1.0)}, nd4j="rand",
+           {"low": (Attr.FLOAT, 0.0), "high": (Attr.FLOAT, 1.0)},
            doc="Samples uniform on ``[low, high)`` (default float32).")
-_random_op("normal", _normal, _check_normal, _MEAN_STD, nd4j="randn",
+_random_op("normal", _normal, _check_normal, _MEAN_STD,
            doc="Samples from a normal distribution with ``mean`` and ``std`` (default float32).")
 _random_op("bernoulli", _bernoulli, _check_bernoulli, {"p": (Attr.FLOAT, 0.5)},
            doc="1 with probability ``p``, else 0, in ``dtype`` (default float32; bool allowed).")
 _random_op("truncated_normal", _truncated_normal, _check_normal, _MEAN_STD,
-           nd4j="truncatedNormal",
            doc="Normal samples with those beyond 2 ``std`` from ``mean`` redrawn (like ND4J/TF).")

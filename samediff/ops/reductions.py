@@ -116,14 +116,14 @@ reduction("variance", lambda x, *, dims, keep_dims, bias_corrected:
           doc="Variance over ``dims``; ``bias_corrected=True`` divides by n-1 instead of n.")
 reduction("std", lambda x, *, dims, keep_dims, bias_corrected:
           np.std(x, axis=dims, ddof=int(bias_corrected), keepdims=keep_dims),
-          attrs=_BIAS, namespace="base", nd4j="standardDeviation",
+          attrs=_BIAS, namespace="base",
           doc="Standard deviation over ``dims``; ``bias_corrected=True`` divides by n-1.")
 
 reduction("norm1", _norm1, namespace="base", doc="L1 norm ``sum(|x|)`` over ``dims``.")
 reduction("norm2", _norm2, namespace="base", doc="L2 norm ``sqrt(sum(x**2))`` over ``dims``.")
-reduction("norm_max", _norm_max, namespace="base", nd4j="normmax",
+reduction("norm_max", _norm_max, namespace="base",
           doc="Max norm ``max(|x|)`` over ``dims``.")
-reduction("log_sum_exp", _log_sum_exp, namespace="math", nd4j="logSumExp",
+reduction("log_sum_exp", _log_sum_exp, namespace="math",
           doc="``log(sum(exp(x)))`` over ``dims``, computed stably by shifting by the max.")
 reduction("all", lambda x, *, dims, keep_dims: np.all(x, axis=dims, keepdims=keep_dims),
           namespace="base", doc="True where every element over ``dims`` is truthy (bool result).")

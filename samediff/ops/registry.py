@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -223,7 +223,9 @@ class RowKernel:
 # OpDef
 # --------------------------------------------------------------------------------------------
 
-NAMESPACES = ("base", "math", "nn", "linalg", "random", "shape", "creation", "udf")
+#: The op groups (an op's ``namespace``): semantic families. Which front-end namespace shows
+#: which groups (``sd.nn``, ``nd.base``...) is each front end's table (``samediff/frontends``).
+GROUPS = ("base", "math", "nn", "linalg", "random", "shape", "creation", "udf")
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,10 +237,9 @@ class OpDef:
     attr_kinds: Mapping[str, tuple[AttrKind, Any]]
     infer: Callable[..., Any]
     impl: Callable[..., Any]
-    namespace: str = "math"
+    namespace: str = "math"          # the op's group (one of GROUPS); names and namespace
+                                     # layouts are front-end tables (samediff/frontends)
     doc: str = ""
-    nd4j: str | None = None          # ND4J's name where different
-    aliases: tuple[str, ...] = ()
     method: bool = True              # exposed as a method of arrays/variables (self = 1st input)
     elementwise: bool = False        # result = broadcast of the inputs, element by element
     reduction: bool = False          # reduces input 0 over ``dims`` (None = all), ``keep_dims``
@@ -416,8 +417,9 @@ REGISTRY: dict[str, OpDef] = {}
 def register(op: OpDef) -> OpDef:
     if op.name in REGISTRY:
         raise ValueError(f"op {op.name!r} is defined twice")
-    if op.namespace not in NAMESPACES:
-        raise ValueError(f"op {op.name!r}: unknown namespace {op.namespace!r}")
+    if op.namespace not in GROUPS:
+        raise ValueError(f"op {op.name!r}: unknown group (namespace=) {op.namespace!r}; "
+                         f"one of {GROUPS}")
     REGISTRY[op.name] = op
     return op
 
@@ -456,18 +458,6 @@ def nondifferentiable(*names: str) -> None:
     """Mark ops through which no gradient flows."""
     for name in names:
         object.__setattr__(get_op(name), "grad", NONDIFF)
-
-
-def names_to_ops(ops: Iterable[OpDef]) -> dict[str, OpDef]:
-    """Callable names -> op: every op's own name first, then aliases and ND4J names that do not
-    clash with any op name (ND4J's ``max`` is elementwise, but our ``max`` is the reduction)."""
-    ops = list(ops)
-    table = {op.name: op for op in ops}
-    for op in ops:
-        for alias in (*op.aliases, *([op.nd4j] if op.nd4j else [])):
-            if alias not in REGISTRY:
-                table.setdefault(alias, op)
-    return table
 
 
 def get_op(name: str) -> OpDef:

@@ -138,7 +138,7 @@ define("transpose", ["x"], lambda t, a: _like(t[0], t[0].shape[::-1]), np.transp
        doc="Reverse the order of all dims (numpy ``.T``).")
 define("expand_dims", ["x"], _expand_dims_infer,
        lambda x, *, axis: np.expand_dims(x, axis), attrs={"axis": (Attr.INT, REQUIRED)},
-       nd4j="expandDims", **_VIEW, doc="Insert a size-1 dim at ``axis`` (of the output).")
+       **_VIEW, doc="Insert a size-1 dim at ``axis`` (of the output).")
 define("squeeze", ["x"], _squeeze_infer,
        lambda x, *, axis: np.squeeze(x, axis=_squeeze_axes(np.shape(x), axis)),
        attrs={"axis": (Attr.OPT_INTS, None)}, **_VIEW,
@@ -266,7 +266,7 @@ define("slice", ["x"], lambda t, a: _like(t[0], _slice_shape(t[0].shape, a.begin
 define("strided_slice", ["x"],
        lambda t, a: _like(t[0], indexed_shape(t[0].shape, a.index)),
        lambda x, *, index: np.asarray(np.asarray(x)[spec_to_index(index)]),
-       attrs={"index": (Attr.NESTED, REQUIRED)}, nd4j="stridedSlice", **_VIEW,
+       attrs={"index": (Attr.NESTED, REQUIRED)}, **_VIEW,
        doc="Basic slicing ``x[key]`` (ints, slices, newaxis, ...); ``index`` is "
            "``index_to_spec(key)``. Returns a view.")
 
@@ -329,11 +329,11 @@ define("gather", ["x", "indices"], _gather_infer,
        attrs=_AXIS0, **_SHAPE,
        doc="Select slices along ``axis`` by integer ``indices`` (numpy ``take``; negatives wrap).")
 define("scatter_add", ["ref", "indices", "updates"], _scatter_infer, _scatter_add,
-       nd4j="scatterAdd", **_SHAPE,
+       **_SHAPE,
        doc="Copy of ``ref`` with ``updates`` rows added at ``indices`` along axis 0; duplicates "
            "accumulate.")
 define("scatter_update", ["ref", "indices", "updates"], _scatter_infer, _scatter_update,
-       nd4j="scatterUpdate", **_SHAPE,
+       **_SHAPE,
        doc="Copy of ``ref`` with rows at ``indices`` (axis 0) replaced by ``updates``; the last "
            "duplicate wins.")
 
@@ -425,7 +425,7 @@ define("repeat", ["x"], _repeat_infer, lambda x, *, repeats, axis: np.repeat(x, 
        doc="Repeat each element ``repeats`` times along ``axis`` (None: of the flattened array).")
 define("broadcast_to", ["x"], _broadcast_infer,
        lambda x, *, shape: np.array(np.broadcast_to(x, shape)),  # a writable copy, like ND4J
-       attrs={"shape": (Attr.INTS, REQUIRED)}, nd4j="broadcast", **_SHAPE,
+       attrs={"shape": (Attr.INTS, REQUIRED)}, **_SHAPE,
        doc="Broadcast to ``shape`` (numpy rules) as a new array.")
 define("pad", ["x"], lambda t, a: _like(t[0], _pad_shape(t[0].shape, a.paddings, a.mode)), _pad,
        attrs={"paddings": (Attr.NESTED, REQUIRED), "mode": (Attr.STR, "constant"),
@@ -438,6 +438,6 @@ define("reverse", ["x"], _reverse_infer,
 define("one_hot", ["indices"], _one_hot_infer, _one_hot,
        attrs={"depth": (Attr.INT, REQUIRED), "axis": (Attr.INT, -1), "on": (Attr.FLOAT, 1.0),
               "off": (Attr.FLOAT, 0.0), "dtype": (Attr.DTYPE, np.dtype(np.float32))},
-       namespace="nn", method=False, nd4j="oneHot",
+       namespace="nn", method=False,
        doc="One-hot encoding: a new dim of size ``depth`` at ``axis``, ``on`` at each index, "
            "else ``off`` (out-of-range indices give all ``off``).")

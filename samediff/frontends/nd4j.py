@@ -1,0 +1,175 @@
+"""The ND4J front end: ND4J's names, its namespaces and its argument rules, as tables.
+
+It serves ``nd.<op>``, ``nd.<namespace>.<op>``, the methods of arrays and variables
+(``x.leakyRelu()``), ``sd.<namespace>.<op>``, ``sd.<op>`` and user-defined ops. Every op is also
+reachable by its own name; ``NAMES`` only lists the other names.
+
+>>> from samediff import SameDiff, create
+>>> x = create([-2.0, 3.0])
+>>> x.leakyRelu(0.5).numpy().tolist(), x.sum(0).item()
+([-1.0, 3.0], 1.0)
+>>> sd = SameDiff.create()
+>>> sd.nn.leakyRelu("h", sd.constant("c", [-2.0]), 0.5).name
+'h'
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..binding import is_array_like
+from ..errors import OpError
+from ..ops.registry import OpDef
+from .common import Frontend, Namespace
+
+#: op name -> its ND4J name(s) where they differ from the op's own name, and the Pythonic
+#: spellings this front end also accepts. ND4J's elementwise ``max``/``min`` (``Transforms``)
+#: are ``maximum``/``minimum`` here: ``max``/``min`` are the reductions.
+NAMES: dict[str, str | tuple[str, ...]] = {
+    # math and base
+    "floor_mod": "floorMod",
+    "floor_div": "floorDiv",
+    "squared_difference": "squaredDifference",
+    "clip_by_value": "clipByValue",
+    "cast": ("castTo", "cast_to"),
+    "matmul": "mmul",
+    "std": "standardDeviation",
+    "norm_max": "normmax",
+    "log_sum_exp": "logSumExp",
+    # nn
+    "leaky_relu": "leakyRelu",
+    "hard_sigmoid": "hardSigmoid",
+    "hard_tanh": "hardTanh",
+    "log_sigmoid": "logSigmoid",
+    "swish": "silu",             # Pythonic (PyTorch's) spelling
+    "hard_swish": "hardswish",   # Pythonic (PyTorch's) spelling
+    "log_softmax": "logSoftmax",
+    "layer_norm": "layerNorm",
+    "batch_norm": "batchNorm",
+    "bias_add": "biasAdd",
+    "one_hot": "oneHot",
+    # linalg
+    "tensor_mmul": "tensorMmul",
+    # shape
+    "expand_dims": "expandDims",
+    "strided_slice": "stridedSlice",
+    "scatter_add": "scatterAdd",
+    "scatter_update": "scatterUpdate",
+    "broadcast_to": "broadcast",
+    # creation and random
+    "full": "valueArrayOf",
+    "zeros_like": "zerosLike",
+    "ones_like": "onesLike",
+    "uniform": "rand",
+    "normal": "randn",
+    "truncated_normal": "truncatedNormal",
+}
+
+#: ``sd.<name>`` / ``nd.<name>``: the op groups each namespace shows (``sd`` and ``nd`` also
+#: show every op at top level). ``nd`` shows only the eager ones: ``nd.random`` is the module
+#: ``nd4py/random.py`` (seeded draws with ND4J's ``rand(2, 3)`` shapes) and creation functions
+#: are top level (``nd.zeros``).
+NAMESPACES: dict[str, Namespace] = {
+    "math": Namespace(("math",)),
+    "nn": Namespace(("nn",)),
+    "linalg": Namespace(("linalg",)),
+    "base": Namespace(("base", "shape")),
+    "shape": Namespace(("shape",), eager=False),
+    "random": Namespace(("random",), eager=False),
+    "creation": Namespace(("creation",), eager=False),
+}
+
+#: Ops with ND4J's in-place method ``<op>i`` on arrays and variables (``x.addi(y)``).
+INPLACE = ("add", "sub", "mul", "div", "rsub", "rdiv")
+
+# --------------------------------------------------------------------------------------------
+# The argument rule
+# --------------------------------------------------------------------------------------------
+
+_SEQUENCE_KINDS = ("ints", "dims", "ints?", "nested")
+
+
+def split_call(op: OpDef, args: tuple, kwargs: dict,
+               leading_name: bool = False) -> tuple[list, dict, str | None]:
+    """Split a call's arguments into (inputs, attrs, output name), the ND4J way.
+
+    ``nd.sum(x, 0, 1)``, ``x.sum(0, 1)``, ``sd.math.sum("s", x, 0, 1)`` and ``x.reshape(2, 3)``
+    all go through here:
+
+    1. with ``leading_name`` (SameDiff's namespaces) a first string argument is the output's
+       name (``sd.nn.relu("hidden", x, 0)``);
+    2. required inputs are taken positionally (anything: arrays, variables, Python scalars);
+    3. optional inputs (``"name?"``) are taken positionally only when the value is array-like;
+    4. a variadic op (``"*xs"``) takes a list/tuple as its first argument, or leading
+       array-likes;
+    5. remaining positional values fill attributes in declaration order — except that if the
+       first attribute is a sequence kind (``dims``, ``shape``, ``reps``...) and every
+       remaining value is an int, they are packed into it (``x.reshape(2, 3)``, ``x.sum(0, 1)``);
+    6. keywords name inputs or attributes; ``name=`` is returned separately (SameDiff and
+       traces use it to name the output variable).
+
+    >>> from samediff.ops import REGISTRY
+    >>> split_call(REGISTRY["sum"], ("x", 0, 1), {})
+    (['x'], {'dims': (0, 1)}, None)
+    >>> split_call(REGISTRY["leaky_relu"], ("h", "x", 0.1), {}, leading_name=True)
+    (['x'], {'alpha': 0.1}, 'h')
+    """
+    if leading_name and args and isinstance(args[0], str) and "name" not in kwargs:
+        kwargs, args = {**kwargs, "name": args[0]}, args[1:]
+    if not kwargs and not op.variadic and op.min_inputs == len(op.inputs):
+        n = len(op.inputs)
+        if len(args) == n:
+            return list(args), {}, None  # fast path: exactly the required inputs, nothing else
+        if len(args) > n and op.attr_kinds and all(type(a) is int for a in args[n:]):
+            first, (kind, _) = next(iter(op.attr_kinds.items()))
+            if kind.name in _SEQUENCE_KINDS:  # fast path: x.sum(0, 1), x.reshape(2, 3)
+                return list(args[:n]), {first: tuple(args[n:])}, None
+    kwargs = dict(kwargs)
+    name = kwargs.pop("name", None)
+    args = list(args)
+    inputs: list[Any] = []
+    if op.variadic:
+        if args and isinstance(args[0], (list, tuple)):
+            inputs = list(args.pop(0))
+        else:
+            while args and is_array_like(args[0]):
+                inputs.append(args.pop(0))
+        if not inputs:
+            raise OpError(f"{op.name}: expected at least one array to {op.name}")
+    else:
+        for spec in op.inputs:
+            key = spec.rstrip("?")
+            if key in kwargs:
+                inputs.append(kwargs.pop(key))
+            elif not spec.endswith("?") and args:
+                inputs.append(args.pop(0))
+            elif spec.endswith("?") and args and is_array_like(args[0]):
+                inputs.append(args.pop(0))
+            elif not spec.endswith("?"):
+                raise OpError(f"{op.name}: missing input {key!r} (inputs: {', '.join(op.inputs)})")
+            else:
+                break  # optional inputs are trailing; an absent one ends the list
+    attrs = _positional_attrs(op, args)
+    clash = set(attrs) & set(kwargs)
+    if clash:
+        raise OpError(f"{op.name}: attribute(s) {sorted(clash)} given twice")
+    attrs.update(kwargs)
+    return inputs, attrs, name
+
+
+def _positional_attrs(op: OpDef, args: list) -> dict:
+    if not args:
+        return {}
+    names = list(op.attr_kinds)
+    if names and op.attr_kinds[names[0]][0].name in _SEQUENCE_KINDS and all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        return {names[0]: tuple(args)}
+    if len(args) > len(names):
+        raise OpError(f"{op.name}: too many positional arguments {tuple(args)!r}; "
+                      f"attributes are {names or 'none'}")
+    return dict(zip(names, args))
+
+
+#: The ND4J front end, checked against the op table when this module is imported.
+ND4J = Frontend("nd4j", NAMES, NAMESPACES, split_call, INPLACE)
