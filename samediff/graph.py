@@ -167,7 +167,10 @@ class SameDiff:
         return self._recorder.add(vtype, ttype, name, value)
 
     def placeholder(self, name: str, dtype: Any = FLOAT, *shape: int) -> SDVariable:
-        """A value fed at run time; ``-1`` dims accept any size (e.g. the batch)."""
+        """A value fed at run time; ``-1`` dims accept any size (e.g. the batch). The dtype may
+        be left out, as in ND4J's ``placeHolder("labels", 10)`` (FLOAT)."""
+        if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
+            dtype, shape = FLOAT, (int(dtype), *shape)
         shape = _shape_arg(shape, allow_unknown=True)
         return self._add_var(self.graph.new_name(name, "placeholder"), VariableType.PLACEHOLDER,
                              TensorType(shape, to_dtype(dtype)))
@@ -178,7 +181,11 @@ class SameDiff:
             shape: Any = None) -> SDVariable:
         """A trainable VARIABLE: ``var(name, array)``, ``var(name, dtype, *shape)`` (zeros) or
         ``var(name, init, dtype, *shape)`` with ``init`` a scheme name (``"xavier"``...) or a
-        ``WeightInit``."""
+        ``WeightInit`` (ND4J's ``XavierInitScheme('c', 784, 100)``...). The name may be left out,
+        as in ND4J's ``var(initScheme, dtype, *shape)``: the variable is then named ``var``,
+        ``var_1``..."""
+        if name is not None and not isinstance(name, str):  # ND4J's unnamed overloads
+            name, args = None, (name, *args)
         value, init, dtype, shape = _parse_var_args(args, init, dtype, shape)
         full = self.graph.new_name(name, "var")  # before sampling: a bad name draws no numbers
         if value is None:
@@ -218,6 +225,8 @@ class SameDiff:
     def variable_names(self) -> list[str]:
         return list(self.graph.vars)
 
+    variableNames = variable_names
+
     def variables(self) -> list[SDVariable]:
         """All variables, in creation order."""
         return [self._handle(n) for n in self.graph.vars]
@@ -234,7 +243,10 @@ class SameDiff:
         return list(self.graph.nodes)
 
     def get_shape(self, name: str) -> tuple[int, ...]:
+        """The inferred shape of a variable (``-1`` = unknown until run time), no execution."""
         return self._info(name).ttype.shape
+
+    getShapeForVarName = get_shape
 
     def _info(self, name: str) -> Var:
         return self.graph.var(name)
@@ -488,9 +500,18 @@ class SameDiff:
         """
         serialize.save(self, path, save_updater_state=save_updater_state)
 
+    def as_flat_file(self, path: Any, save_updater_state: bool = True) -> None:
+        """ND4J's ``asFlatFile``: the same as ``save`` (nd4py's own zip format, not ND4J's
+        FlatBuffers: files do not move between the two libraries)."""
+        self.save(path, save_updater_state)
+
+    asFlatFile = as_flat_file
+
     @classmethod
-    def load(cls, path: Any, *, max_graph_bytes: int | None = None) -> "SameDiff":
-        """Load a graph written by ``save``. Never runs code from the file; raises a
+    def load(cls, path: Any, load_updater_state: bool = True, *,
+             max_graph_bytes: int | None = None) -> "SameDiff":
+        """Load a graph written by ``save`` (ND4J's ``SameDiff.load(file, loadUpdaterState)``:
+        with ``False`` training restarts the updater). Never runs code from the file; raises a
         ``SerializationError`` subclass (``CorruptFileError``, ``FormatVersionError``,
         ``UnknownOpError``) naming the file for a file it cannot trust. ``graph.json`` beyond
         ``max_graph_bytes`` (default 256 MiB) is refused before it is inflated."""
@@ -498,8 +519,16 @@ class SameDiff:
         sd = cls(saved.graph)
         sd._losses = list(saved.losses)
         sd._training_config = saved.training_config
-        sd._updater_state = saved.updater_state
+        if load_updater_state:
+            sd._updater_state = saved.updater_state
         return sd
+
+    @classmethod
+    def from_flat_file(cls, path: Any, load_updater_state: bool = True) -> "SameDiff":
+        """ND4J's ``fromFlatFile``: the same as ``load``."""
+        return cls.load(path, load_updater_state)
+
+    fromFlatFile = from_flat_file
 
     def __repr__(self) -> str:
         return f"SameDiff({len(self.graph.vars)} variables, {len(self.graph.nodes)} ops)"

@@ -74,3 +74,106 @@ class WeightInit:
             bound = math.sqrt(3.0 * variance)  # uniform(-b, b) has variance b^2 / 3
             return gen.uniform(-bound, bound, shape).astype(dtype)
         return (gen.standard_normal(shape) * math.sqrt(variance)).astype(dtype)
+
+
+# --- ND4J's WeightInitScheme classes (org.nd4j.weightinit.impl), for literal ports ------------
+
+def _order(order: str) -> None:
+    if order not in ("c", "f"):
+        raise GraphError(f"weight init order must be 'c' or 'f' (as in ND4J), got {order!r}")
+
+
+class _FanScheme(WeightInit):
+    """ND4J's ``new XxxInitScheme(order, fanIn[, fanOut])``: a ``WeightInit`` of a fixed scheme.
+    ``order`` ('c'/'f') is accepted for ND4J compatibility (arrays are C-ordered); fans default
+    from the variable's shape when not given."""
+
+    _scheme = "xavier"
+
+    def __init__(self, order: str = "c", fan_in: float | None = None,
+                 fan_out: float | None = None) -> None:
+        _order(order)
+        super().__init__(self._scheme, fan_in, fan_out)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(fan_in={self.fan_in}, fan_out={self.fan_out})"
+
+
+class XavierInitScheme(_FanScheme):
+    """Normal, variance ``2 / (fanIn + fanOut)`` (ND4J ``XavierInitScheme('c', fanIn, fanOut)``).
+
+    >>> XavierInitScheme('c', 784, 100).sample((784, 100), np.float32).shape
+    (784, 100)
+    """
+
+    _scheme = "xavier"
+
+
+class XavierUniformInitScheme(_FanScheme):
+    """Uniform with Xavier's variance (ND4J ``XavierUniformInitScheme``)."""
+
+    _scheme = "xavier_uniform"
+
+
+class ReluInitScheme(_FanScheme):
+    """Normal, variance ``2 / fanIn`` (He; ND4J ``ReluInitScheme``)."""
+
+    _scheme = "relu"
+
+
+class ReluUniformInitScheme(_FanScheme):
+    """Uniform, variance ``2 / fanIn`` (ND4J ``ReluUniformInitScheme``)."""
+
+    _scheme = "he_uniform"
+
+
+class LecunUniformInitScheme(_FanScheme):
+    """Uniform, variance ``1 / fanIn`` (ND4J ``LecunUniformInitScheme``)."""
+
+    _scheme = "lecun_uniform"
+
+
+class ZeroInitScheme(WeightInit):
+    """All zeros (ND4J ``ZeroInitScheme('c')``)."""
+
+    def __init__(self, order: str = "c") -> None:
+        _order(order)
+        super().__init__("zeros")
+
+
+class OneInitScheme(WeightInit):
+    """All ones (ND4J ``OneInitScheme('c')``)."""
+
+    def __init__(self, order: str = "c") -> None:
+        _order(order)
+        super().__init__("ones")
+
+
+class ConstantInitScheme(WeightInit):
+    """Every element ``value`` (ND4J ``ConstantInitScheme('c', value)``)."""
+
+    def __init__(self, order: str = "c", value: float = 0.0) -> None:
+        _order(order)
+        super().__init__("constant", value=float(value))
+
+
+class IdentityInitScheme(WeightInit):
+    """The identity matrix (ND4J ``IdentityInitScheme('c')``)."""
+
+    def __init__(self, order: str = "c") -> None:
+        _order(order)
+        super().__init__("identity")
+
+
+class UniformInitScheme(WeightInit):
+    """Uniform in ``[-1/sqrt(fanIn), 1/sqrt(fanIn)]`` (ND4J ``UniformInitScheme('c', fanIn)``)."""
+
+    def __init__(self, order: str = "c", fan_in: float = 1.0) -> None:
+        _order(order)
+        bound = 1.0 / math.sqrt(float(fan_in))
+        super().__init__("uniform", fan_in=float(fan_in), low=-bound, high=bound)
+
+
+ND4J_SCHEMES = (XavierInitScheme, XavierUniformInitScheme, ReluInitScheme, ReluUniformInitScheme,
+                LecunUniformInitScheme, ZeroInitScheme, OneInitScheme, ConstantInitScheme,
+                IdentityInitScheme, UniformInitScheme)

@@ -83,8 +83,17 @@ class TrainingConfig:
     @classmethod
     def builder(cls) -> "_Builder":
         """``TrainingConfig.builder().updater(Adam(1e-3)).l2(1e-4)
-        .data_set_feature_mapping("x").data_set_label_mapping("y").build()``"""
+        .data_set_feature_mapping("x").data_set_label_mapping("y").build()`` (ND4J's
+        ``new TrainingConfig.Builder()``: ``TrainingConfig.Builder()`` works too).
+
+        >>> from samediff.training import Adam
+        >>> TrainingConfig.Builder().l2(1e-4).updater(Adam(1e-3)).dataSetFeatureMapping(
+        ...     "input").dataSetLabelsMapping("labels").build().label_mapping
+        ['labels']
+        """
         return _Builder()
+
+    Builder = builder
 
     # -- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -148,7 +157,7 @@ class _Builder:
         return self._set("minimize", flag)
 
     dataSetFeatureMapping = data_set_feature_mapping
-    dataSetLabelMapping = data_set_label_mapping
+    dataSetLabelMapping = dataSetLabelsMapping = data_set_labels_mapping = data_set_label_mapping
     weightDecay = weight_decay
 
     def build(self) -> TrainingConfig:
