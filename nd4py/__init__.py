@@ -26,9 +26,11 @@ from samediff import (CorruptFileError, FormatVersionError, GradientError,  # no
 from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401
                              UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
                              int16, int32, int64, nd4j_name, to_dtype, uint8)
+from samediff.dtypes import refused as _refused, unsupported as _unsupported
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
 from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
+from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
@@ -55,7 +57,8 @@ def __getattr__(name: str) -> Any:
     try:
         fn = getattr(_ALL_OPS, name)
     except AttributeError:
-        raise AttributeError(f"module 'nd4py' has no attribute {name!r}") from None
+        why = f": {_unsupported(name)}" if _refused(name) else ""  # nd.BFLOAT16, nd.complex64
+        raise AttributeError(f"module 'nd4py' has no attribute {name!r}{why}") from None
     globals()[name] = fn  # later lookups are plain module attribute reads
     return fn
 

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype
+from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, TracingError
 from .ops import OpDef, TensorType
 from .ops.registry import describe
@@ -114,13 +114,15 @@ def to_value(x: Any) -> Any:
         return x._data
     if isinstance(x, np.ndarray):
         if x.dtype not in SUPPORTED:
-            raise NdDTypeError(f"arrays of dtype {x.dtype} are not supported")
+            raise unsupported(x.dtype)
         return x
     if isinstance(x, _PY_SCALARS):
         return x
     if isinstance(x, OpSurface):
         raise OpError(f"cannot use {type(x).__name__} {x!r} in an eager op; "
                       f"evaluate it first (e.g. .eval()) or build the whole computation in its graph")
+    if x is None:
+        raise OpError("an op input is None; pass an array or a number")
     return as_numpy(x)
 
 
@@ -132,6 +134,8 @@ def as_numpy(data: Any, dtype: Any = None, order: str = "C") -> np.ndarray:
     want = None if dtype is None else to_dtype(dtype)
     if isinstance(data, (np.ndarray, np.generic)):
         arr = np.asarray(data, dtype=want, order=order if order.upper() == "F" else None)
+    elif data is None:
+        raise OpError("create: cannot make an array from None")
     else:
         try:
             arr = np.asarray(data, order=order)
@@ -142,8 +146,7 @@ def as_numpy(data: Any, dtype: Any = None, order: str = "C") -> np.ndarray:
         elif arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
     if arr.dtype not in SUPPORTED:
-        raise NdDTypeError(f"create: arrays of dtype {arr.dtype} are not supported "
-                           f"(from {type(data).__name__}); pass dtype= to convert")
+        raise unsupported(arr.dtype, "create: ", "; pass dtype= to convert")
     if order.upper() == "F" and arr.ndim > 1 and not arr.flags.f_contiguous:
         arr = np.asfortranarray(arr)
     return arr
@@ -240,11 +243,46 @@ class NDArray(OpSurface):
 
     to_numpy = numpy
 
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """DLPack export of the numpy buffer, zero-copy (``torch.from_dlpack(x)``...)."""
+        return self._data.__dlpack__(stream=stream, max_version=max_version,
+                                     dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._data.__dlpack_device__()
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy 2's protocol: the buffer itself unless ``copy`` or a new ``dtype`` needs a
+        copy; ``copy=False`` refuses to copy (ValueError, as numpy does)."""
         data = self._data
         if dtype is not None and np.dtype(dtype) != data.dtype:
+            if copy is False:
+                raise ValueError(f"unable to avoid a copy: converting this {data.dtype} array "
+                                 f"to {np.dtype(dtype)} copies (copy=False)")
             return data.astype(dtype)
         return data.copy() if copy else data
+
+    @staticmethod
+    def _numpy_fallback(what: str, run: Any, hint: str) -> Any:
+        """A numpy call with no op (``np.fft.fft(x)``, ``x[x > 0]``): numpy runs on the buffers
+        eagerly; inside a trace numpy cannot see the values, so it is refused, named."""
+        if CURRENT_TRACE.get() is not None:
+            raise TracingError(f"{what} has no nd4py op: it cannot be traced; {hint}")
+        return run(NDArray)
+
+    def tolist(self) -> Any:
+        """Nested Python lists of Python scalars (numpy ``tolist``)."""
+        return self._data.tolist()
+
+    def fill(self, value: Any) -> None:
+        """Set every element to ``value`` in place (numpy ``fill``; refused inside a trace)."""
+        self._guard_mutation("fill")
+        self._data[...] = to_value(value)
+
+    def __format__(self, spec: str) -> str:
+        """numpy's formatting: ``f"{x:.3f}"`` for 0-d arrays; ``f"{x}"`` is ``str(x)``."""
+        return str(self) if not spec else format(self._data, spec)
 
     def item(self) -> Any:
         """The single value of a size-1 array as a Python scalar."""

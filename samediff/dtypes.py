@@ -47,6 +47,30 @@ _BY_NAME = {
 }
 _ND4J_NAME = {v: k.upper() for k, v in _BY_NAME.items()}
 SUPPORTED = frozenset(_BY_NAME.values())
+#: Types users ask for that nd4py refuses on purpose, and why (the op table, the compiled
+#: kernels and the gradient rules are real-valued; numpy has no native bfloat16).
+_REFUSED = {
+    "complex": "not supported (ops, compiled kernels and gradients are real-valued)",
+    "bfloat16": "not supported (numpy has no native bfloat16; use HALF or FLOAT)",
+}
+
+
+def supported_names() -> str:
+    """The supported types, ND4J name and numpy name: ``'BOOL (bool), HALF (float16), ...'``."""
+    return ", ".join(f"{_ND4J_NAME[dt]} ({dt})"
+                     for dt in sorted(SUPPORTED, key=lambda d: (d.kind, d.itemsize)))
+
+
+def refused(name: str) -> bool:
+    """Whether ``name`` names a type nd4py refuses on purpose (complex, bfloat16)."""
+    return any(k in name.lower() for k in _REFUSED)
+
+
+def unsupported(dt: Any, where: str = "", hint: str = "") -> NdDTypeError:
+    """The error for an unsupported type ``dt``: which it is, why (if known), what is supported."""
+    name = str(dt)
+    reason = next((w for k, w in _REFUSED.items() if k in name.lower()), "not supported")
+    return NdDTypeError(f"{where}data type {name} is {reason}; supported: {supported_names()}{hint}")
 
 
 def to_dtype(value: Any) -> np.dtype:
@@ -55,14 +79,16 @@ def to_dtype(value: Any) -> np.dtype:
         dt = value
     elif isinstance(value, str) and value.lower() in _BY_NAME:
         dt = _BY_NAME[value.lower()]
+    elif isinstance(value, str) and refused(value):
+        raise unsupported(value)
     else:
         try:
             dt = np.dtype(value)
         except TypeError as exc:
-            raise NdDTypeError(f"unknown data type {value!r}; use e.g. nd.FLOAT, 'float32', np.int64") from exc
+            raise NdDTypeError(f"unknown data type {value!r}; use e.g. nd.FLOAT, 'float32', "
+                               f"np.int64; supported: {supported_names()}") from exc
     if dt not in SUPPORTED:
-        raise NdDTypeError(
-            f"data type {dt} is not supported; supported: {sorted(_ND4J_NAME.values())}")
+        raise unsupported(dt)
     return dt
 
 

@@ -27,9 +27,9 @@ from . import autodiff, serialize
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
-from .errors import GraphError, NdDTypeError, PlaceholderError
+from .errors import GraphError, NdDTypeError, PlaceholderError, UnknownVariableError
 from .init import SCHEMES, WeightInit
-from .ir import Graph, Node, Var, VariableType, infer_node_types
+from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
@@ -404,7 +404,11 @@ class SameDiff:
                         outputs: list[str]) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for name, value in feeds.items():
-            info = self._info(name)
+            info = self.graph.vars.get(name)
+            if info is None:
+                known = [p.name for p in self.placeholders()]
+                raise UnknownVariableError(f"output: cannot feed {name!r}: no such variable"
+                                           f"{did_you_mean(name, known)} (placeholders: {known})")
             if info.vtype is not VariableType.PLACEHOLDER:
                 raise PlaceholderError(f"output: {name!r} is a {info.vtype.value}, not a "
                                        f"placeholder; only placeholders can be fed")
@@ -423,7 +427,16 @@ class SameDiff:
         """Every op of the table is also available directly: ``sd.matmul``, ``sd.concat``..."""
         if name.startswith("_") or name == "all_ops":
             raise AttributeError(name)
-        return getattr(self.all_ops, name)
+        try:
+            return getattr(self.all_ops, name)
+        except AttributeError:
+            pass
+        if name in _RENAMED:
+            hint = f"; did you mean {_RENAMED[name]!r}?"
+        else:
+            known = [n for n in dir(type(self)) if not n.startswith("_")] + dir(self.all_ops)
+            hint = did_you_mean(name, known) or "; see dir(sd) for its methods and ops"
+        raise AttributeError(f"SameDiff has no method or op {name!r}{hint}") from None
 
     # -- training (samediff/training) -------------------------------------------------------
     @property
@@ -532,6 +545,13 @@ class SameDiff:
 
     def __repr__(self) -> str:
         return f"SameDiff({len(self.graph.vars)} variables, {len(self.graph.nodes)} ops)"
+
+
+#: Methods of ND4J's SameDiff (and other libraries) that nd4py spells differently.
+_RENAMED = {"exec": "output", "execAll": "output", "exec_all": "output", "batchOutput": "output",
+            "run": "output", "predict": "output", "execSingle": "output_single",
+            "exec_single": "output_single", "execBackwards": "calculate_gradients",
+            "exec_backwards": "calculate_gradients", "train": "fit"}
 
 
 def _shape_arg(shape: Any, allow_unknown: bool = False) -> tuple[int, ...]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -143,9 +144,8 @@ class Graph:
         try:
             return self.vars[name]
         except KeyError:
-            close = [n for n in self.vars if n.split("/")[-1] == name.split("/")[-1]][:3]
-            hint = f"; did you mean {close}?" if close else ""
-            raise UnknownVariableError(f"no variable named {name!r} in this graph{hint}") from None
+            raise UnknownVariableError(f"no variable named {name!r} in this graph"
+                                       f"{did_you_mean(name, self.vars)}") from None
 
     def add_var(self, name: str, vtype: VariableType, ttype: TensorType,
                 value: np.ndarray | None = None, producer: Node | None = None) -> Var:
@@ -458,3 +458,15 @@ def infer_node_types(nodes: Sequence[Node],
 
 
 _registry.GRAPH_DECODER = Graph.from_dict  # graph-valued op attributes decode to IR graphs
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'probs'?"`` for the names closest to a misspelt ``name`` (same name
+    in another name scope first, then ``difflib``'s closest), or ``""``."""
+    names = list(candidates)
+    leaf = name.split("/")[-1]
+    close = [n for n in names if n.split("/")[-1] == leaf and n != name]
+    close += [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if n not in close]
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join(repr(n) for n in close[:3])}?"

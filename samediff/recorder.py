@@ -120,6 +120,8 @@ class GraphRecorder:
             raise GraphError(f"{op.name}: cannot use a {type(x).__name__} in a SameDiff graph: "
                              f"traced arrays (graph_scope / nd.compile) and graph variables "
                              f"cannot be mixed; use the graph's placeholders and variables")
+        if x is None:
+            raise OpError(f"{op.name}: an input is None; pass a variable, an array or a number")
         return type_of(_as_value(x))
 
     def _input_name(self, op: OpDef, x: Any, reserved: tuple[str, ...]) -> str:

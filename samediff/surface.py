@@ -6,10 +6,15 @@ method everywhere.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable
+
+import numpy as np
 
 from .frontends import ND4J, names_to_ops
 from .frontends.nd4j import split_call
+from .frontends.numpy import numpy_function, numpy_index, numpy_ufunc
+from .errors import OpError
 from .ops import REGISTRY, OpDef
 from .ops.shape_ops import index_to_spec
 
@@ -23,16 +28,76 @@ class OpSurface:
     """
 
     __slots__ = ()
-    __array_ufunc__ = None
     #: Where ``bind`` records ops on this value: a graph's recorder for graph variables
     #: (``samediff/recorder.py``), None for arrays (eager, or the current trace).
-    _recorder: Any = None  # numpy defers ``ndarray + x`` to our reflected operators
+    _recorder: Any = None
 
     # -- operators ------------------------------------------------------------------------
     __hash__ = object.__hash__  # comparisons are elementwise, identity stays the hash
 
     def __getitem__(self, key: Any) -> Any:
-        return self._apply(_STRIDED_SLICE, [self], {"index": index_to_spec(key)})
+        try:
+            spec = index_to_spec(key)
+        except TypeError:  # integer arrays and masks: samediff/frontends/numpy.py
+            return numpy_index(self._apply, self._numpy_fallback, self, key)
+        return self._apply(_STRIDED_SLICE, [self], {"index": spec})
+
+    # -- the numpy protocols: ufuncs and functions map onto ops (samediff/frontends/numpy.py) --
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return numpy_ufunc(self._apply, self._numpy_fallback, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        return numpy_function(self._apply, self._numpy_fallback, func, args, kwargs)
+
+    @staticmethod
+    def _numpy_fallback(what: str, run: Callable, hint: str) -> Any:
+        """A numpy call with no op. Graph variables have no data: refuse (arrays run numpy)."""
+        raise OpError(f"{what} has no nd4py op: it cannot be recorded into a graph; {hint}")
+
+    # -- numpy's methods --------------------------------------------------------------------
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        """This array as ``dtype`` (the ``cast`` op); ``copy=False`` returns it unchanged when
+        the dtype already matches."""
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        return self._apply(REGISTRY["cast"], [self], {"dtype": np.dtype(dtype)})
+
+    def copy(self) -> Any:
+        """A copy (numpy's name for ``dup``)."""
+        return self.dup()
+
+    def clip(self, min: Any = None, max: Any = None) -> Any:
+        """Clip to ``[min, max]`` (either may be None); array bounds use maximum/minimum."""
+        out = self
+        if min is not None:
+            out = out._apply(REGISTRY["maximum"], [out, min], {})
+        if max is not None:
+            out = out._apply(REGISTRY["minimum"], [out, max], {})
+        return out
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __divmod__(self, other: Any) -> tuple:
+        return self // other, self % other
+
+    def __rdivmod__(self, other: Any) -> tuple:
+        return other // self, other % self
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        if _incomparable(other):  # numpy 2: x == None is elementwise False
+            return self._apply(REGISTRY["zeros_like"], [self], {"dtype": np.dtype(bool)})
+        return self._apply(REGISTRY["eq"], [self, other], {})
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        if _incomparable(other):
+            return self._apply(REGISTRY["ones_like"], [self], {"dtype": np.dtype(bool)})
+        return self._apply(REGISTRY["neq"], [self, other], {})
 
     def __bool__(self) -> bool:
         raise TypeError(f"the truth value of a {type(self).__name__} is ambiguous; "
@@ -42,6 +107,16 @@ class OpSurface:
     def T(self) -> Any:
         """Transpose (reverse all dims), like numpy's ``.T``."""
         return self.transpose()
+
+
+def _incomparable(other: Any) -> bool:
+    """Values ``==`` compares as unequal to every element, as numpy 2 does: None, strings,
+    arbitrary objects (not numbers, arrays, sequences or graph values)."""
+    if other is None or isinstance(other, (str, bytes)):
+        return True
+    if isinstance(other, (numbers.Number, np.generic, np.ndarray, list, tuple, OpSurface)):
+        return False
+    return not (hasattr(other, "__array__") or hasattr(other, "__array_interface__"))
 
 
 def _binary(op_name: str, reflected: bool = False) -> Callable:
@@ -85,7 +160,7 @@ _OPERATORS = {
     "__pow__": _binary("pow"), "__rpow__": _binary("pow", True),
     "__matmul__": _binary("matmul"), "__rmatmul__": _binary("matmul", True),
     "__lt__": _binary("lt"), "__le__": _binary("lte"), "__gt__": _binary("gt"),
-    "__ge__": _binary("gte"), "__eq__": _binary("eq"), "__ne__": _binary("neq"),
+    "__ge__": _binary("gte"),
     "__and__": _binary("logical_and"), "__rand__": _binary("logical_and", True),
     "__or__": _binary("logical_or"), "__ror__": _binary("logical_or", True),
     "__xor__": _binary("logical_xor"), "__rxor__": _binary("logical_xor", True),

@@ -13,10 +13,11 @@ there, naming them):
 * ``inplace``: ops that also get an in-place ``<op>i`` method.
 
 ``nd4j.py`` is the ND4J front end; ``nd.*``, the methods of arrays and variables, ``sd.*`` and
-user-defined ops read it. The numpy/array-API front end comes next the same way: one more
-module, ``numpy.py``, with numpy's names (``np.average`` for ``mean``...), its keywords
-(``axis``, ``keepdims``), its layout and its rule — no op is defined twice and no op changes.
-A sketch of it:
+user-defined ops read it. ``numpy.py`` is the numpy front end the same way: numpy's names
+(``np.subtract`` for ``sub``, ``np.var`` for ``variance``...), its keywords (``axis``,
+``keepdims``, ``ddof``), and the numpy protocols of ``NDArray`` (``np.exp(x)``, ``np.mean(x)``,
+``x[[0, 2]]``) that read those tables — no op is defined twice and no op changes. The
+mechanism in a few lines:
 
 >>> from samediff import bind, create
 >>> from samediff.frontends import ND4J, Frontend, Namespace
@@ -36,5 +37,7 @@ samediff.frontends.common.FrontendTableError: front end 'typo': names refers to 
 """
 from .common import Frontend, FrontendTableError, Namespace, check, names_to_ops
 from .nd4j import ND4J
+from .numpy import NUMPY
 
-__all__ = ["Frontend", "FrontendTableError", "Namespace", "ND4J", "check", "names_to_ops"]
+__all__ = ["Frontend", "FrontendTableError", "Namespace", "ND4J", "NUMPY", "check",
+           "names_to_ops"]

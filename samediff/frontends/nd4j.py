@@ -100,14 +100,18 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     1. with ``leading_name`` (SameDiff's namespaces) a first string argument is the output's
        name (``sd.nn.relu("hidden", x, 0)``);
     2. required inputs are taken positionally (anything: arrays, variables, Python scalars);
-    3. optional inputs (``"name?"``) are taken positionally only when the value is array-like;
+    3. optional inputs (``"name?"``) are taken positionally only when the value is array-like
+       or None; None (positional or by keyword) leaves the input out, like omitting it
+       (``nd.layer_norm(x, gain, None, -1)``); a required input may not be None;
     4. a variadic op (``"*xs"``) takes a list/tuple as its first argument, or leading
        array-likes;
     5. remaining positional values fill attributes in declaration order — except that if the
        first attribute is a sequence kind (``dims``, ``shape``, ``reps``...) and every
        remaining value is an int, they are packed into it (``x.reshape(2, 3)``, ``x.sum(0, 1)``);
     6. keywords name inputs or attributes; ``name=`` is returned separately (SameDiff and
-       traces use it to name the output variable).
+       traces use it to name the output variable). numpy's spellings ``axis``/``axes`` and
+       ``keepdims`` name ``dims`` and ``keep_dims`` where the op has no attribute of that name
+       (``x.sum(axis=0, keepdims=True)``, ``nd.mean(x, axis=(0, 1))``).
 
     >>> from samediff.ops import REGISTRY
     >>> split_call(REGISTRY["sum"], ("x", 0, 1), {})
@@ -125,7 +129,7 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
             first, (kind, _) = next(iter(op.attr_kinds.items()))
             if kind.name in _SEQUENCE_KINDS:  # fast path: x.sum(0, 1), x.reshape(2, 3)
                 return list(args[:n]), {first: tuple(args[n:])}, None
-    kwargs = dict(kwargs)
+    kwargs = {_keyword(op, k): v for k, v in kwargs.items()}
     name = kwargs.pop("name", None)
     args = list(args)
     inputs: list[Any] = []
@@ -138,24 +142,44 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
         if not inputs:
             raise OpError(f"{op.name}: expected at least one array to {op.name}")
     else:
+        omitted = None  # the first optional input left out (None or absent): the list ends
         for spec in op.inputs:
-            key = spec.rstrip("?")
+            key, optional = spec.rstrip("?"), spec.endswith("?")
             if key in kwargs:
-                inputs.append(kwargs.pop(key))
-            elif not spec.endswith("?") and args:
-                inputs.append(args.pop(0))
-            elif spec.endswith("?") and args and is_array_like(args[0]):
-                inputs.append(args.pop(0))
-            elif not spec.endswith("?"):
+                value = kwargs.pop(key)
+            elif omitted is None and args and (
+                    not optional or args[0] is None or is_array_like(args[0])):
+                value = args.pop(0)
+            elif not optional:
                 raise OpError(f"{op.name}: missing input {key!r} (inputs: {', '.join(op.inputs)})")
             else:
-                break  # optional inputs are trailing; an absent one ends the list
+                value = None
+            if value is None and not optional:
+                raise OpError(f"{op.name}: input {key!r} is required and cannot be None (inputs: "
+                              f"{', '.join(op.inputs)}; those marked ? may be left out)")
+            if value is None:
+                omitted = omitted or key
+            elif omitted is not None:  # optional inputs are positional: none after a gap
+                raise OpError(f"{op.name}: input {key!r} given without {omitted!r} before it")
+            else:
+                inputs.append(value)
     attrs = _positional_attrs(op, args)
     clash = set(attrs) & set(kwargs)
     if clash:
         raise OpError(f"{op.name}: attribute(s) {sorted(clash)} given twice")
     attrs.update(kwargs)
     return inputs, attrs, name
+
+
+#: numpy's keywords -> the attribute they name when the op has no attribute of their own name.
+NUMPY_KEYWORDS = {"axis": "dims", "axes": "dims", "keepdims": "keep_dims"}
+
+
+def _keyword(op: OpDef, key: str) -> str:
+    target = NUMPY_KEYWORDS.get(key)
+    if target is None or key in op.attr_kinds or target not in op.attr_kinds:
+        return key
+    return target
 
 
 def _positional_attrs(op: OpDef, args: list) -> dict:

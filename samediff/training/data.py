@@ -79,6 +79,13 @@ class Batches:
     def __init__(self, data: Any, mapping: FeedMapping, batch_size: int | None, shuffle: bool,
                  seed: int, where: str) -> None:
         self.mapping, self.where = mapping, where
+        if data is None or not (isinstance(data, Mapping) or hasattr(data, "__iter__")):
+            what = "data is required" if data is None else \
+                f"cannot read data of type {type(data).__name__}"
+            raise TrainingError(
+                f"{where}: {what}; give (features, labels) "
+                f"arrays (cut into batches of batch_size), a dict {{placeholder name: array}}, "
+                f"or a re-iterable of such batches (e.g. a DataSet iterator)")
         self.arrays = self._as_arrays(data)
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         if self.arrays is None:
