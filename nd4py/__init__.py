@@ -38,7 +38,13 @@ from samediff.namespaces import OpNamespace, op_namespaces
 from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
                      cache_stats, clear_cache, compile, graph_scope, set_cache_size)
 
+from samediff.evaluation import (ROC, Evaluation, EvaluationBinary,  # noqa: F401
+                                 RegressionEvaluation, ROCBinary, ROCMultiClass)
+from samediff.training import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad,  # noqa: F401
+                               Momentum, Nadam, Nesterovs, NoOp, RmsProp, Sgd, TrainingConfig)
+
 from . import random  # noqa: F401
+from . import array_api  # noqa: F401  (x.__array_namespace__(), issue 11)
 from .creation import (arange, array, empty, eye, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, scalar, value_array_of, zeros, zeros_like)
 
@@ -46,6 +52,43 @@ from .creation import (arange, array, empty, eye, full, full_like, linspace, one
 globals().update(op_namespaces(ND4J, "nd", bind, eager_only=True))
 _ALL_OPS = OpNamespace("nd4py", ND4J, None, bind)
 loss = LossNamespace()
+
+# ND4J's spellings of functions nd4py defines under Python names (the op spellings are in the
+# ND4J front end's table): Nd4j.graphScope(), Nd4j.rand(DataType.FLOAT, 128, 256) (a leading
+# data type, which the ops' own argument rule would take for a shape), seed 003's Nd4j.nrand.
+graphScope = graph_scope
+rand = random.rand
+randn = random.randn
+nrand = random.randn
+
+
+class _DataType:
+    """ND4J's ``DataType`` enum: ``nd.DataType.FLOAT`` is ``nd.FLOAT`` (a numpy dtype). Types
+    nd4py does not support (``BFLOAT16``, ``UTF8``, ``COMPRESSED``...) raise ``NdDTypeError``."""
+
+    BOOL, BYTE, UBYTE, SHORT, INT, LONG = BOOL, BYTE, UBYTE, SHORT, INT, LONG
+    UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE = UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE
+    INT8, INT16, INT32, INT64, UINT8 = BYTE, SHORT, INT, LONG, UBYTE
+    FLOAT16 = HALF
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if _refused(name):
+            raise _unsupported(name, f"DataType.{name}: ")
+        raise NdDTypeError(f"DataType.{name}: data type {name} is not supported (no strings, "
+                           f"compressed or unknown types); supported: "
+                           f"{', '.join(sorted(k for k in dir(type(self)) if k.isupper()))}")
+
+    def values(self) -> list:
+        """The supported types (ND4J's ``DataType.values()``)."""
+        return [FLOAT, DOUBLE, HALF, LONG, INT, SHORT, BYTE, UBYTE, UINT16, UINT32, UINT64, BOOL]
+
+    def __repr__(self) -> str:
+        return "nd4py.DataType"
+
+
+DataType = _DataType()
 
 __version__ = "0.1.0"
 

@@ -17,11 +17,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .dtypes import DEFAULT_FLOAT, SUPPORTED, to_dtype, unsupported
+from .dtypes import DEFAULT_FLOAT, SUPPORTED, nd4j_name, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, TracingError
-from .ops import OpDef, TensorType
+from .ops import REGISTRY, OpDef, TensorType
 from .ops.registry import describe
-from .surface import OpSurface
+from .surface import NdInt, OpSurface
 
 #: The active trace of this thread/context, or None (eager). Tracing sets it; nothing else does.
 CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_trace", default=None)
@@ -165,6 +165,14 @@ def create(data: Any, dtype: Any = None, order: str = "c") -> "NDArray":
     return NDArray(as_numpy(data, dtype, order))
 
 
+_LOGICAL = {np.bitwise_and: "logical_and", np.bitwise_or: "logical_or",
+            np.bitwise_xor: "logical_xor", np.invert: "logical_not"}
+
+
+def _is_bool(x: Any) -> bool:
+    return type(x) is bool or np.dtype(getattr(x, "dtype", np.dtype(object))) == np.bool_
+
+
 class NDArray(OpSurface):
     """An n-dimensional array backed by a numpy buffer (zero-copy both ways).
 
@@ -217,21 +225,59 @@ class NDArray(OpSurface):
         return self._data.dtype
 
     @property
-    def rank(self) -> int:
-        return self._data.ndim
-
-    ndim = rank
+    def rank(self) -> NdInt:
+        """Number of dims: ``x.rank`` or ND4J's ``x.rank()`` (numpy's ``ndim``)."""
+        return NdInt(self._data.ndim)
 
     @property
-    def length(self) -> int:
-        """Number of elements (ND4J ``length()``)."""
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def length(self) -> NdInt:
+        """Number of elements: ``x.length`` or ND4J's ``x.length()`` (numpy's ``size``)."""
+        return NdInt(self._data.size)
+
+    @property
+    def size(self) -> int:
         return self._data.size
 
-    size = length
+    def shape_info_to_string(self) -> str:
+        """ND4J's ``shapeInfoToString()``: rank, data type, order, shape and strides (in
+        elements, row-major)."""
+        shape = self.shape
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.insert(0, step)
+            step *= max(d, 1)
+        return (f"Rank: {len(shape)}, DataType: {nd4j_name(self.dtype)}, Offset: 0, Order: c, "
+                f"Shape: [{','.join(map(str, shape))}], Stride: [{','.join(map(str, strides))}]")
+
+    shapeInfoToString = shape_info_to_string
 
     @property
     def T(self) -> "NDArray":
         return self.transpose()
+
+    @property
+    def mT(self) -> "NDArray":
+        """Transpose of the last two dims (the array API's matrix transpose)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+        dims = list(range(self.ndim))
+        dims[-2], dims[-1] = dims[-1], dims[-2]
+        return self._apply(REGISTRY["permute"], [self], {"dims": tuple(dims)})
+
+    @property
+    def device(self) -> str:
+        """Where the buffer lives: always ``"cpu"``."""
+        return "cpu"
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "NDArray":
+        """This array on ``device`` (only ``"cpu"`` exists)."""
+        if device != "cpu":
+            raise ValueError(f"unknown device {device!r}; nd4py arrays live on 'cpu'")
+        return self
 
     def is_view(self) -> bool:
         return self._data.base is not None
@@ -379,6 +425,52 @@ class NDArray(OpSurface):
         if self._data.dtype.kind not in "iu":
             raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
         return int(self.item())
+
+    def __pos__(self) -> "NDArray":
+        return self._apply(REGISTRY["cast"], [self], {"dtype": self.dtype})
+
+    # -- bitwise operators: on bools the logical ops (traced); on integers numpy's bitwise
+    # functions on the buffers (no op yet: eager only, refused inside a trace, named) ----------
+    def _bitwise(self, fn: Any, symbol: str, args: tuple) -> Any:
+        if fn in _LOGICAL and all(_is_bool(a) for a in args):
+            return self._apply(REGISTRY[_LOGICAL[fn]], list(args), {})
+        return self._numpy_fallback(
+            f"the {symbol} operator on {self.dtype} arrays", lambda wrap: wrap(np.asarray(fn(*(
+                a._data if isinstance(a, NDArray) else a for a in args)))),
+            "use it outside the graph_scope / @nd.compile function (no bitwise op yet)")
+
+    def __and__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_and, "&", (self, other))
+
+    def __rand__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_and, "&", (other, self))
+
+    def __or__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_or, "|", (self, other))
+
+    def __ror__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_or, "|", (other, self))
+
+    def __xor__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_xor, "^", (self, other))
+
+    def __rxor__(self, other: Any) -> Any:
+        return self._bitwise(np.bitwise_xor, "^", (other, self))
+
+    def __invert__(self) -> Any:
+        return self._bitwise(np.invert, "~", (self,))
+
+    def __lshift__(self, other: Any) -> Any:
+        return self._bitwise(np.left_shift, "<<", (self, other))
+
+    def __rlshift__(self, other: Any) -> Any:
+        return self._bitwise(np.left_shift, "<<", (other, self))
+
+    def __rshift__(self, other: Any) -> Any:
+        return self._bitwise(np.right_shift, ">>", (self, other))
+
+    def __rrshift__(self, other: Any) -> Any:
+        return self._bitwise(np.right_shift, ">>", (other, self))
 
     def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", prefix="NDArray(", threshold=200)

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import autodiff, serialize
+from .autodiff import GradientError
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
@@ -51,6 +52,7 @@ class SDVariable(GraphValue):
     Pass ``name=`` to any method to name its output."""
 
     __slots__ = ("sd",)
+    _leading_name = True  # ND4J: v.sub("prediction", b), v.mean("loss")
 
     def __init__(self, sd: "SameDiff", name: str) -> None:
         super().__init__(sd._recorder, name)
@@ -65,18 +67,47 @@ class SDVariable(GraphValue):
         self.sd._rename(self._name, new_name)
         return self
 
+    def get_var_name(self) -> str:
+        """ND4J's ``getVarName()``: the name."""
+        return self._name
+
+    getVarName = get_var_name
+
+    def set_var_name(self, new_name: str) -> None:
+        """ND4J's ``setVarName(name)``: rename (the name stays unique in its graph)."""
+        self.rename(new_name)
+
+    setVarName = set_var_name
+
     @property
     def variable_type(self) -> VariableType:
         return self._info.vtype
 
-    def get_arr(self) -> NDArray | None:
-        """Current value of a VARIABLE/CONSTANT (live, not a copy); None for other types."""
+    def get_variable_type(self) -> VariableType:
+        """ND4J's ``getVariableType()``."""
+        return self._info.vtype
+
+    getVariableType = get_variable_type
+
+    def get_arr(self, enforce_existence: bool = False) -> NDArray | None:
+        """Current value of a VARIABLE/CONSTANT (live, not a copy), or the array set on a
+        placeholder with ``set_array``; None otherwise — or, ND4J's ``getArr(true)``, an error."""
         value = self._info.value
+        if value is None:
+            value = self.sd._placeholder_arrays.get(self._name)
+        if value is None and enforce_existence:
+            raise GraphError(f"getArr(true): {self._name!r} is a {self._info.vtype.value} with no "
+                             f"value; compute it with eval() or output(...)")
         return None if value is None else NDArray(value)
 
+    getArr = get_arr
+
     def set_array(self, value: Any) -> None:
-        """Replace the value of a VARIABLE or CONSTANT (same shape and dtype kind)."""
+        """Replace the value of a VARIABLE or CONSTANT (same shape and dtype kind). On a
+        placeholder it sets the array that ``sd.convert_to_constant(ph)`` freezes (ND4J)."""
         self.sd._set_value(self._name, value)
+
+    setArray = set_array
 
     def mark_as_loss(self) -> "SDVariable":
         """Make this variable one of the graph's losses (several losses are summed)."""
@@ -86,11 +117,20 @@ class SDVariable(GraphValue):
     markAsLoss = mark_as_loss
 
     def gradient(self) -> "SDVariable":
-        """The variable holding d(loss)/d(self) (built on first use, like ND4J)."""
+        """The variable holding d(loss)/d(self) (built on first use, like ND4J). Placeholders
+        have none (seed 004: gradients are computed for VARIABLEs and ARRAYs);
+        ``sd.calculate_gradients(feed, "x")`` still differentiates with respect to an input."""
+        if self._info.vtype is VariableType.PLACEHOLDER:
+            raise GradientError(f"{self._name!r} is a PLACEHOLDER: placeholders have no gradient "
+                                f"variable; use sd.calculate_gradients(feed, {self._name!r}) for "
+                                f"d(loss)/d(input)")
         wrt = [v.name for v in self.sd.trainable_variables()]
         if self._name not in wrt:
             wrt.append(self._name)
         return self.sd.get_variable(self.sd._gradient_names(wrt)[self._name])
+
+    getGradient = gradient
+    get_gradient = gradient
 
     def eval(self, placeholders: Mapping[str, Any] | None = None) -> NDArray:
         """Compute this variable's value (ND4J ``eval``)."""
@@ -129,6 +169,7 @@ class SameDiff:
         self._training_config: Any = None
         self._train_step_cache: Any = None  # (config key, graph state, TrainStep) of the last fit
         self._updater_state = UpdaterState()
+        self._placeholder_arrays: dict[str, np.ndarray] = {}  # ph.set_array(a), ND4J
         attach_namespaces(self)
 
     @classmethod
@@ -157,6 +198,8 @@ class SameDiff:
             handle._name = new
             self._handles[new] = handle
         self._losses = [new if n == old else n for n in self._losses]
+        if old in self._placeholder_arrays:
+            self._placeholder_arrays[new] = self._placeholder_arrays.pop(old)
         state = self._updater_state.arrays
         if old in state:  # a trained variable keeps its updater state (Adam moments...)
             state[new] = state.pop(old)
@@ -260,7 +303,12 @@ class SameDiff:
                 self._set_value(info.name, value)
         elif info.vtype is VariableType.PLACEHOLDER:
             if value is None:
-                raise GraphError(f"convert_to_constant: placeholder {info.name!r} needs a value")
+                value = self._placeholder_arrays.pop(info.name, None)
+            if value is None:
+                raise GraphError(f"convert_to_constant: placeholder {info.name!r} needs a value: "
+                                 f"call ph.set_array(array) first (ND4J), or pass "
+                                 f"convert_to_constant(ph, array)")
+            self._placeholder_arrays.pop(info.name, None)
             arr = check_feed(info, value)
             self.graph.set_kind(info.name, VariableType.CONSTANT,
                                 TensorType(arr.shape, arr.dtype), arr.copy())
@@ -269,6 +317,8 @@ class SameDiff:
                              f"(op output) and cannot become a constant")
         self.graph.set_kind(info.name, VariableType.CONSTANT)
         return self._handle(info.name)
+
+    convertToConstant = convert_to_constant
 
     def convert_to_variable(self, var: SDVariable | str) -> SDVariable:
         """CONSTANT (floating point) -> trainable VARIABLE."""
@@ -282,8 +332,13 @@ class SameDiff:
                              f"{info.ttype.dtype}")
         return self._handle(info.name)
 
+    convertToVariable = convert_to_variable
+
     def _set_value(self, name: str, value: Any) -> None:
         info = self._info(name)
+        if info.vtype is VariableType.PLACEHOLDER:  # ND4J: set, then convertToConstant(ph)
+            self._placeholder_arrays[name] = check_feed(info, value).copy()
+            return
         if info.vtype not in (VariableType.VARIABLE, VariableType.CONSTANT):
             raise GraphError(f"set_array: {name!r} is a {info.vtype.value}; only VARIABLEs and "
                              f"CONSTANTs hold values (feed placeholders to output())")
@@ -346,9 +401,13 @@ class SameDiff:
     def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
         """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the
         output variables as a tuple (ND4J ``sd.doUdf``). Pass ``name=`` to name them."""
-        op = getattr(udf, "op", udf)
-        op = get_op(op) if isinstance(op, str) else op
         name = properties.pop("name", None)
+        if hasattr(udf, "udf_call"):  # a class-style UDF instance: sd.doUdf(MyAddUdf(sd, x, y))
+            op, bound, props = udf.udf_call()
+            inputs, properties = (*bound, *inputs), {**props, **properties}
+        else:
+            op = getattr(udf, "op", udf)
+            op = get_op(op) if isinstance(op, str) else op
         out = self._record(op, list(inputs), properties, name)
         return out if isinstance(out, tuple) else (out,)
 

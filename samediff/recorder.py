@@ -31,7 +31,7 @@ from .binding import is_array_like
 from .errors import GraphError, OpError
 from .ir import Graph, VariableType
 from .ops import OpDef, TensorType
-from .surface import OpSurface
+from .surface import NdInt, OpSurface
 
 
 class GraphValue(OpSurface):
@@ -76,8 +76,9 @@ class GraphValue(OpSurface):
         return self._var.ttype.dtype
 
     @property
-    def rank(self) -> int:
-        return len(self.shape)
+    def rank(self) -> NdInt:
+        """Number of dims: ``v.rank`` or ND4J's ``v.rank()``."""
+        return NdInt(len(self.shape))
 
     def __repr__(self) -> str:
         return f"GraphValue({self._name!r}, {self._var.ttype})"

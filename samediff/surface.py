@@ -28,6 +28,8 @@ class OpSurface:
     """
 
     __slots__ = ()
+    #: Whether methods take ND4J's leading output name (``v.sub("pred", b)``): SDVariables.
+    _leading_name = False
     #: Where ``bind`` records ops on this value: a graph's recorder for graph variables
     #: (``samediff/recorder.py``), None for arrays (eager, or the current trace).
     _recorder: Any = None
@@ -108,6 +110,28 @@ class OpSurface:
         """Transpose (reverse all dims), like numpy's ``.T``."""
         return self.transpose()
 
+    # -- ND4J's metadata methods (numpy's are properties: ``dtype``, ``ndim``, ``size``) --------
+    def data_type(self) -> np.dtype:
+        """ND4J's ``dataType()``: the data type (``nd.DataType.FLOAT`` is ``nd.FLOAT``)."""
+        return self.dtype
+
+    dataType = data_type
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The array API standard namespace (``nd4py.array_api``, which registers itself)."""
+        if _ARRAY_NAMESPACE is None:
+            raise RuntimeError("the array API namespace is not loaded: import nd4py.array_api")
+        return _ARRAY_NAMESPACE(api_version)
+
+
+#: ``api_version -> namespace``, set by ``nd4py.array_api`` when imported (imports flow down).
+_ARRAY_NAMESPACE: Callable[[Any], Any] | None = None
+
+
+def set_array_namespace(factory: Callable[[Any], Any]) -> None:
+    global _ARRAY_NAMESPACE
+    _ARRAY_NAMESPACE = factory
+
 
 def _incomparable(other: Any) -> bool:
     """Values ``==`` compares as unequal to every element, as numpy 2 does: None, strings,
@@ -143,11 +167,56 @@ def _inplace_method(op_name: str, operator: bool) -> Callable:
 
 def _op_method(op: OpDef) -> Callable:
     def method(self: OpSurface, *args: Any, **kwargs: Any) -> Any:
-        inputs, attrs, name = split_call(op, (self, *args), kwargs)
+        if self._leading_name and args and isinstance(args[0], str) and _name_first(op, args):
+            if "name" in kwargs:
+                raise OpError(f"{op.name}: output name given twice ({args[0]!r} and "
+                              f"name={kwargs['name']!r})")
+            kwargs, args = {**kwargs, "name": args[0]}, args[1:]
+        if self._leading_name and any(isinstance(a, str) for a in args) and not any(
+                kind.name in ("str", "dtype") for kind, _ in op.attr_kinds.values()):
+            bad = next(a for a in args if isinstance(a, str))
+            raise OpError(f"{op.name}: unexpected string {bad!r} (only a leading output name may "
+                          f"be a string); expected v.{method.__name__}([name: str], "
+                          f"{_signature(op)})")
+        try:
+            inputs, attrs, name = split_call(op, (self, *args), kwargs)
+        except OpError as exc:
+            if not self._leading_name:
+                raise
+            raise OpError(f"{exc}; expected v.{method.__name__}([name: str], "
+                          f"{_signature(op)})") from None
         return self._apply(op, inputs, attrs, name)
     method.__name__ = op.name
     method.__doc__ = f"{op.doc}\n\nOp ``{op.name}`` (inputs {op.inputs}, attrs {dict(op.attr_kinds) or '{}'})."
     return method
+
+
+def _name_first(op: OpDef, args: tuple) -> bool:
+    """Whether a leading string is ND4J's output name (``v.sub("pred", b)``,
+    ``v.mean("loss")``) rather than the op's own string argument (``v.castTo("float")``): it
+    is, unless the slot it would fill takes a string (a second input, or the first attribute
+    when the op has one input) and no other value follows."""
+    slots = [k for k, (kind, _) in op.attr_kinds.items()]
+    if len(op.inputs) > 1 or op.variadic:
+        return True  # inputs are arrays or numbers, never strings
+    if not slots:
+        return True
+    first_kind = op.attr_kinds[slots[0]][0].name
+    return first_kind not in ("str", "dtype") or len(args) > 1
+
+
+def _signature(op: OpDef) -> str:
+    return ", ".join([*op.inputs[1:], *(f"{k}={d!r}" for k, (_, d) in op.attr_kinds.items())])
+
+
+class NdInt(int):
+    """An int that can also be called: ``x.rank`` and ND4J's ``x.rank()`` (``length``) both
+    give the number; everything else behaves as a plain ``int``."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        return int(self)
 
 
 _OPERATORS = {

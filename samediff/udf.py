@@ -137,3 +137,143 @@ def unregister(name: str) -> None:
     del USER_OPS[name]
     del REGISTRY[name]
     surface.remove_op_methods(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Class-style UDFs: seed 001's ``@UserDefinedOp class MyAddUdf(UserDefinedCustomOp)``
+# --------------------------------------------------------------------------------------------
+
+class _Described:
+    """An input as ``calculateOutputShape`` sees it: shape and dtype, no data (ND4J's
+    ``inputArguments.get(0).shapeDescriptor()``)."""
+
+    def __init__(self, ttype: TensorType) -> None:
+        self.shape, self.dtype = ttype.shape, ttype.dtype
+
+    def shapeDescriptor(self) -> tuple[int, ...]:
+        return self.shape
+
+    def dataType(self) -> Any:
+        return self.dtype
+
+
+class UserDefinedCustomOp:
+    """Base class of a class-style UDF (ND4J's ``UserDefinedCustomOp``); register it with
+    ``@UserDefinedOp``. The constructor's parameters after ``sameDiff`` name the inputs
+    (``MyAddUdf(sd, x, y)``: inputs ``x``, ``y``); a no-argument construction must work, as in
+    ND4J (it is how the op is rebuilt for shape inference, execution and gradients).
+    Constructor parameters named like a property are properties, not inputs.
+
+    Override ``opName()``; ``exec()`` (read ``self.inputArguments``, NDArrays, and append the
+    result to ``self.outputArguments``); optionally ``calculateOutputShape()`` (default: the
+    inputs' broadcast shape), ``calculateOutputDataTypes(types)`` (default: the first
+    input's), ``doDiff(grad)`` (one gradient per input, written with ops on the values) and
+    ``propertiesForFunction()`` / ``setPropertiesForFunction(props)`` (bool/int/float/str
+    values, saved with the graph). ``sd.doUdf(MyAddUdf(sd, x, y))`` records it. One output.
+    """
+
+    def __init__(self, sameDiff: Any = None, inputs: Sequence[Any] | None = None) -> None:
+        self.sameDiff = sameDiff
+        self.inputArguments: list[Any] = list(inputs or [])
+        self.outputArguments: list[Any] = []
+
+    def opName(self) -> str:
+        raise OpError(f"{type(self).__name__}: override opName() (the op's unique name)")
+
+    def getNumOutputs(self) -> int:
+        return 1
+
+    def calculateOutputDataTypes(self, inputTypes: list) -> list:
+        return [inputTypes[0]]
+
+    def calculateOutputShape(self) -> list | None:
+        return None
+
+    def exec(self) -> None:
+        raise OpError(f"{type(self).__name__}: override exec() (the forward pass)")
+
+    def doDiff(self, grad: list) -> list:
+        raise OpError(f"{self.opName()}: no gradient; override doDiff(grad)")
+
+    def propertiesForFunction(self) -> dict:
+        return {}
+
+    def setPropertiesForFunction(self, props: Mapping[str, Any]) -> None:
+        pass
+
+    def larg(self) -> Any:
+        return self.inputArguments[0]
+
+    def rarg(self) -> Any:
+        return self.inputArguments[1]
+
+    def udf_call(self) -> tuple[OpDef, list, dict]:
+        """(op, inputs, properties) for ``sd.doUdf(instance)``."""
+        name = self.opName()
+        handle = USER_OPS.get(name)
+        if handle is None or getattr(handle, "udf_class", None) is not type(self):
+            raise OpError(f"{type(self).__name__}: op {name!r} is not registered from this "
+                          f"class; decorate the class with @UserDefinedOp")
+        return handle.op, list(self.inputArguments), dict(self.propertiesForFunction())
+
+
+def UserDefinedOp(cls: type) -> type:  # noqa: N802 - ND4J's annotation name
+    """Class decorator (ND4J's ``@UserDefinedOp``): register a ``UserDefinedCustomOp``
+    subclass as an op of the table (eager, graphs, tracing, gradients, save/load)."""
+    if not (isinstance(cls, type) and issubclass(cls, UserDefinedCustomOp)):
+        raise OpError(f"@UserDefinedOp: {cls!r} is not a UserDefinedCustomOp subclass")
+    try:
+        proto = cls()
+    except TypeError as exc:
+        raise OpError(f"@UserDefinedOp {cls.__name__}: a no-argument construction is needed "
+                      f"(ND4J: 'No-arg constructor required'): {exc}") from None
+    name = proto.opName()
+    if proto.getNumOutputs() != 1:
+        raise OpError(f"@UserDefinedOp {cls.__name__}: class-style UDFs have one output; "
+                      f"use udf.register(...) with an infer function for several")
+    params = [p for p in inspect.signature(cls.__init__).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][2:]
+    properties = dict(proto.propertiesForFunction())
+    inputs = tuple(p.name for p in params if p.name not in properties) or ("x",)
+
+    def instance(attrs: Any, arguments: list) -> UserDefinedCustomOp:
+        inst = cls()
+        if properties:
+            inst.setPropertiesForFunction({k: getattr(attrs, k) if not isinstance(attrs, Mapping)
+                                           else attrs[k] for k in properties})
+        inst.inputArguments = list(arguments)
+        inst.outputArguments = []
+        return inst
+
+    def forward(*arrays: Any, **props: Any) -> Any:
+        from .array import CURRENT_TRACE, NDArray, as_numpy
+        token = CURRENT_TRACE.set(None)  # exec() runs eagerly, even while a trace replays
+        try:
+            inst = instance(props, [NDArray(a) for a in arrays])
+            inst.exec()
+        finally:
+            CURRENT_TRACE.reset(token)
+        if len(inst.outputArguments) != 1:
+            raise OpError(f"{name}: exec() must append one output to outputArguments, got "
+                          f"{len(inst.outputArguments)}")
+        return as_numpy(inst.outputArguments[0])
+
+    def infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
+        inst = instance(attrs, [_Described(t) for t in types])
+        shapes = inst.calculateOutputShape()
+        shape = (tuple(shapes[0]) if shapes is not None
+                 else broadcast_shapes(*(t.shape for t in types)))
+        dtypes = inst.calculateOutputDataTypes([t.dtype for t in types])
+        return [TensorType(shape, dtypes[0])]
+
+    def gradient(ins: list, outs: list, gs: list, attrs: Any) -> list:
+        return list(instance(attrs, ins).doDiff(list(gs)))
+
+    has_grad = cls.doDiff is not UserDefinedCustomOp.doDiff
+    previous = USER_OPS.get(name)
+    replace = previous is not None and getattr(previous, "udf_class_name", None) == cls.__qualname__
+    handle = register(name, forward, inputs=inputs, infer=infer, properties=properties,
+                      gradient=gradient if has_grad else None, replace=replace,
+                      doc=(cls.__doc__ or f"User-defined op {name} ({cls.__name__}).").strip())
+    handle.udf_class, handle.udf_class_name = cls, cls.__qualname__
+    return cls

@@ -93,3 +93,288 @@ def test_bad_scheme_order_and_bad_unnamed_var_are_named_errors():
         XavierInitScheme('x', 3, 3)
     with pytest.raises(GraphError, match="cannot interpret argument"):
         nd.SameDiff.create().var(object(), nd.FLOAT, 2)
+
+
+# -- issue 11, second part: the seeds' remaining spellings ---------------------------------------
+
+def test_seed_000_training_and_evaluation_classes_come_from_nd4py():
+    config = (nd.TrainingConfig.Builder()
+              .l2(1e-4)
+              .updater(nd.Adam(1e-3))
+              .dataSetFeatureMapping("input")
+              .dataSetLabelsMapping("lables")
+              .build())
+    assert config.feature_mapping == ["input"] and isinstance(config.updater, Adam)
+    evaluation = nd.Evaluation()
+    evaluation.eval(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32))
+    assert evaluation.accuracy() == 1.0
+    assert nd.TrainingConfig is TrainingConfig
+    assert all(callable(c) for c in (nd.Sgd, nd.Nesterovs, nd.RmsProp, nd.ROC,
+                                     nd.RegressionEvaluation, nd.EvaluationBinary))
+
+
+def test_seed_004_data_type_enum():
+    assert nd.DataType.FLOAT == nd.FLOAT == np.float32
+    assert (nd.DataType.DOUBLE, nd.DataType.HALF, nd.DataType.LONG, nd.DataType.INT,
+            nd.DataType.SHORT, nd.DataType.UBYTE, nd.DataType.BOOL) == (
+        np.float64, np.float16, np.int64, np.int32, np.int16, np.uint8, np.bool_)
+    samediff = nd.SameDiff.create()
+    input = samediff.placeHolder("input", nd.DataType.FLOAT, -1, 784)  # noqa: A001
+    assert input.dataType() == nd.DataType.FLOAT
+    for unsupported in ("BFLOAT16", "UTF8", "COMPRESSED", "UNKNOWN"):
+        with pytest.raises(nd.NdDTypeError, match=f"DataType.{unsupported}: .*not supported"):
+            getattr(nd.DataType, unsupported)
+
+
+def test_nd4j_array_methods_rank_length_argmax_shape_info():
+    x = nd.create([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+    assert x.rank() == 2 and x.length() == 6 and x.rank == 2 and x.length == 6  # both spellings
+    assert type(x.ndim) is int and type(x.size) is int and x.ndim == 2 and x.size == 6
+    assert x.argMax(1).numpy().tolist() == [1, 0] and x.argMin(1).numpy().tolist() == [0, 1]
+    assert x.getInt(1, 0) == 7 and x.getDouble(0, 1) == 5.0
+    assert x.dataType() == nd.DataType.FLOAT
+    assert x.shapeInfoToString() == ("Rank: 2, DataType: FLOAT, Offset: 0, Order: c, "
+                                     "Shape: [2,3], Stride: [3,1]")
+    assert nd.create(3.0).rank() == 0 and nd.create(3.0).length() == 1
+    assert list(range(x.rank)) == [0, 1]  # still an int everywhere ints go
+
+
+def test_seed_004_sdvariable_methods():
+    samediff = nd.SameDiff.create()
+    weights = samediff.var("weights", nd.DataType.FLOAT, 784, 10)
+    input = samediff.placeHolder("input", nd.DataType.FLOAT, -1, 784)  # noqa: A001
+    assert weights.getVariableType() == nd.VariableType.VARIABLE
+    assert input.getVariableType() == nd.VariableType.PLACEHOLDER
+    assert weights.getArr().shape == (784, 10) and weights.getArr(True).shape == (784, 10)
+    assert input.getArr() is None
+    with pytest.raises(GraphError, match=r"getArr\(true\): 'input' is a PLACEHOLDER with no value"):
+        input.getArr(True)
+    assert weights.dataType() == nd.DataType.FLOAT and weights.rank() == 2
+    assert weights.getVarName() == "weights"
+    weights.setVarName("w")
+    assert weights.getVarName() == "w" and samediff.getVariable("w") is weights
+    loss = input.mmul(weights).mean("loss")
+    loss.markAsLoss()
+    assert weights.getGradient().name == weights.gradient().name
+    assert weights.getGradient().shape == (784, 10)
+
+
+def test_seed_004_placeholder_to_constant_and_constant_to_variable():
+    samediff = nd.SameDiff.create()
+    input = samediff.placeHolder("input", nd.DataType.FLOAT, 2)  # noqa: A001
+    input.setArray(nd.create([3.0, 4.0]))
+    assert input.getArr().numpy().tolist() == [3.0, 4.0]
+    samediff.convertToConstant(input)
+    assert input.getVariableType() == nd.VariableType.CONSTANT
+    assert samediff.output({}, "input")["input"].numpy().tolist() == [3.0, 4.0]
+
+    frozen_weights = samediff.constant("frozen", nd.create([1.0, 2.0]))
+    samediff.convertToVariable(frozen_weights)  # not frozen any more
+    assert frozen_weights.getVariableType() == nd.VariableType.VARIABLE
+    samediff.convertToConstant(frozen_weights)
+    assert frozen_weights.getVariableType() == nd.VariableType.CONSTANT
+
+    other = samediff.placeHolder("other", nd.DataType.FLOAT, 2)
+    with pytest.raises(GraphError, match=r"call ph.set_array\(array\) first"):
+        samediff.convertToConstant(other)
+    with pytest.raises(nd.PlaceholderError):
+        other.setArray(nd.create([1.0, 2.0, 3.0]))  # checked like a feed: wrong shape
+
+
+def test_seed_001_rand_with_leading_data_type():
+    a = nd.rand(nd.DataType.FLOAT, 128, 256)
+    b = nd.randn(nd.DataType.DOUBLE, 2, 3)
+    w = nd.nrand(784, 10).div(28)  # seed 003/004's Nd4j.nrand(784, 10).div(28)
+    assert a.shape == (128, 256) and a.dtype == np.float32 and 0 <= a.min().item() < 1
+    assert b.shape == (2, 3) and b.dtype == np.float64
+    assert w.shape == (784, 10) and abs(w.std().item() - 1 / 28) < 0.005
+    assert nd.rand(2, 3).shape == (2, 3)
+
+
+def test_seed_001_graph_scope_begin_end_close():
+    a = nd.rand(nd.DataType.FLOAT, 128, 256)
+    b = nd.rand(nd.DataType.FLOAT, 256, 64)
+    with nd.graphScope() as scope:  # try (GraphScope scope = Nd4j.graphScope()) {
+        scope.begin()
+        mm = nd.matmul(a, b)         # traced — returns LazyINDArray
+        out = nd.nn.relu(mm)         # traced — wired from mm's proxy
+        scope.end()                  # compiles + executes; mm and out are now real
+    assert out.shapeInfoToString() == ("Rank: 2, DataType: FLOAT, Offset: 0, Order: c, "
+                                       "Shape: [128,64], Stride: [64,1]")
+    np.testing.assert_allclose(out.numpy(), np.maximum(a.numpy() @ b.numpy(), 0), rtol=1e-5)
+    scope.close()  # idempotent after end()
+
+    scope = nd.graphScope()  # without try-with-resources
+    scope.begin()
+    y = nd.exp(a)
+    scope.end()
+    scope.close()
+    assert y.shape == (128, 256)
+    with pytest.raises(nd.TracingError, match="begin\\(\\) called twice"):
+        with nd.graphScope() as scope:
+            scope.begin()
+            scope.begin()
+
+
+def test_seed_001_layer_norm_with_null_gain_and_bias():
+    a = nd.rand(nd.DataType.FLOAT, 4, 8)
+    b = nd.rand(nd.DataType.FLOAT, 8, 6)
+    mm = nd.matmul(a, b)
+    normed = nd.layerNorm(mm, None, None, True, 1)
+    expected = (mm.numpy() - mm.numpy().mean(1, keepdims=True)) / np.sqrt(
+        mm.numpy().var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(normed.numpy(), expected, rtol=1e-4, atol=1e-5)
+    gain, bias = nd.full((6,), 2.0), nd.ones(6)
+    np.testing.assert_allclose(nd.layerNorm(mm, gain, bias, False, 1).numpy(),
+                               expected * 2 + 1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(nd.layer_norm(mm, gain, bias, -1).numpy(), expected * 2 + 1,
+                               rtol=1e-4, atol=1e-5)  # nd4py's own order still works
+    sd = nd.SameDiff.create()
+    x = sd.placeHolder("x", nd.DataType.FLOAT, -1, 6)
+    sd.nn.layerNorm("normed", x, None, None, True, 1)
+    np.testing.assert_allclose(sd.output({"x": mm}, "normed")["normed"].numpy(), expected,
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(nd.OpError, match="int dimensions"):
+        nd.layerNorm(mm, None, None, True, "1")
+    with nd.graphScope():
+        traced = nd.nn.gelu(nd.layerNorm(nd.matmul(a, b), None, None, True, 1))
+    assert traced.shape == (4, 6)
+
+
+def test_seed_004_methods_with_a_leading_output_name():
+    samediff = nd.SameDiff.create()
+    input = samediff.placeHolder("input", nd.DataType.FLOAT, -1, 3)  # noqa: A001
+    labels = samediff.placeHolder("labels", nd.DataType.FLOAT, -1, 2)
+    weights = samediff.var("weights", nd.DataType.FLOAT, 3, 2)
+    bias = samediff.var("bias", nd.DataType.FLOAT, 2)
+    regression_cost = input.mmul(weights).sub("regression_prediction", bias) \
+        .squaredDifference(labels)
+    error_vector = samediff.getVariable("regression_prediction").sub(labels)
+    result = regression_cost.mean("loss")
+    assert result.name == "loss" and error_vector.shape == (-1, 2)
+    feed = {"input": np.ones((4, 3), np.float32), "labels": np.ones((4, 2), np.float32)}
+    assert samediff.output(feed, "loss")["loss"].item() == 1.0
+    assert regression_cost.mean("m0", 0).shape == (2,)
+    assert input.castTo("float64").dtype == np.float64          # a string argument, not a name
+    assert input.castTo("as_double", "float64").name == "as_double"
+    with pytest.raises(nd.OpError, match=r"expected v.mean\(\[name: str\], dims="):
+        regression_cost.mean("loss2", "0")
+    with pytest.raises(nd.OpError, match=r"expected v.sub\(\[name: str\], y\)"):
+        input.sub("a", bias, labels)
+
+
+def test_seed_004_int_variables_refused_and_placeholders_have_no_gradient():
+    samediff = nd.SameDiff.create()
+    with pytest.raises(GraphError, match="VARIABLEs are trainable and must be floating point"):
+        samediff.var("v", np.arange(3))
+    with pytest.raises(GraphError, match="only floating-point CONSTANTs can become VARIABLEs"):
+        samediff.convertToVariable(samediff.constant("c", np.arange(3)))
+    input = samediff.placeHolder("input", nd.DataType.FLOAT, -1, 3)  # noqa: A001
+    weights = samediff.var("weights", nd.DataType.FLOAT, 3, 1)
+    input.mmul(weights).mean("loss").markAsLoss()
+    with pytest.raises(nd.GradientError, match="'input' is a PLACEHOLDER: placeholders have no "
+                                               "gradient"):
+        input.getGradient()
+    grads = samediff.calculateGradients({"input": np.ones((2, 3), np.float32)}, "input")
+    assert grads["input"].shape == (2, 3)  # d(loss)/d(input) on request, as the error says
+
+
+def test_seed_001_class_style_udf(tmp_path):
+    from samediff.udf import UserDefinedCustomOp, UserDefinedOp, unregister
+
+    @UserDefinedOp                               # registers with the op registry
+    class MyAddUdf(UserDefinedCustomOp):
+        # No-arg constructor required for save/load reconstruction
+        def __init__(self, sameDiff=None, x=None, y=None):  # noqa: N803 - the seed's names
+            super().__init__(sameDiff, [x, y] if x is not None else None)
+
+        def opName(self):
+            return "my_add_udf_class"            # unique name used in serialization
+
+        def getNumOutputs(self):
+            return 1
+
+        def calculateOutputDataTypes(self, inputTypes):  # noqa: N803
+            return [inputTypes[0]]
+
+        def calculateOutputShape(self):
+            return [self.inputArguments[0].shapeDescriptor()]
+
+        def exec(self):
+            self.outputArguments.append(nd.add(self.inputArguments[0], self.inputArguments[1]))
+
+        def doDiff(self, grad):
+            return [grad[0], grad[0]]            # one gradient per input
+
+        def propertiesForFunction(self):
+            return {}
+
+        def setPropertiesForFunction(self, props):
+            pass
+
+    try:
+        sd = nd.SameDiff.create()
+        x = sd.placeHolder("x", nd.DataType.FLOAT, -1, 128)
+        y = sd.placeHolder("y", nd.DataType.FLOAT, -1, 128)
+        outputs = sd.doUdf(MyAddUdf(sd, x, y))
+        result = outputs[0]
+        loss = result.mean("loss")
+        loss.markAsLoss()
+        assert result.shape == (-1, 128) and result.dataType() == nd.DataType.FLOAT
+        sd.save(tmp_path / "model_with_udf.sdnb", False)
+        reloaded = nd.SameDiff.load(tmp_path / "model_with_udf.sdnb", False)
+        rng = np.random.default_rng(0)
+        feed = {"x": rng.random((4, 128), np.float32), "y": rng.random((4, 128), np.float32)}
+        expected = float(np.mean(feed["x"] + feed["y"]))
+        assert reloaded.output(feed, "loss")["loss"].item() == pytest.approx(expected, rel=1e-6)
+        grads = reloaded.calculateGradients(feed, "x", "y")
+        np.testing.assert_allclose(grads["y"].numpy(), np.full((4, 128), 1 / 512), rtol=1e-6)
+        a, b = nd.create([1.0, 2.0]), nd.create([10.0, 20.0])
+        assert nd.my_add_udf_class(a, b).numpy().tolist() == [11.0, 22.0]  # eager too
+        with nd.graphScope():
+            lazy = a.my_add_udf_class(b)
+        assert lazy.numpy().tolist() == [11.0, 22.0]
+    finally:
+        unregister("my_add_udf_class")
+
+
+def test_class_style_udf_properties_and_errors():
+    from samediff.udf import UserDefinedCustomOp, UserDefinedOp, unregister
+
+    @UserDefinedOp
+    class ClipAbove(UserDefinedCustomOp):
+        def __init__(self, sameDiff=None, x=None, threshold=1.0):  # noqa: N803
+            super().__init__(sameDiff, [x] if x is not None else None)
+            self.threshold = threshold
+
+        def opName(self):
+            return "clip_above_class"
+
+        def exec(self):
+            self.outputArguments.append(nd.minimum(self.inputArguments[0], self.threshold))
+
+        def propertiesForFunction(self):
+            return {"threshold": self.threshold}
+
+        def setPropertiesForFunction(self, props):
+            self.threshold = float(props["threshold"])
+
+    try:
+        sd = nd.SameDiff.create()
+        x = sd.placeHolder("x", nd.DataType.FLOAT, 3)
+        (out,) = sd.doUdf(ClipAbove(sd, x, 0.5))
+        feed = {"x": np.array([0.0, 0.7, 2.0], np.float32)}
+        assert sd.output(feed, out.name)[out.name].numpy().tolist() == [0.0, 0.5, 0.5]
+        out.mean("loss").markAsLoss()
+        with pytest.raises(nd.NdError, match="clip_above_class"):  # no doDiff: no gradient
+            sd.calculateGradients(feed, "x")
+    finally:
+        unregister("clip_above_class")
+
+    class NotDecorated(UserDefinedCustomOp):
+        def opName(self):
+            return "not_decorated"
+    with pytest.raises(nd.OpError, match="decorate the class with @UserDefinedOp"):
+        nd.SameDiff.create().doUdf(NotDecorated())
+    with pytest.raises(nd.OpError, match="not a UserDefinedCustomOp subclass"):
+        UserDefinedOp(int)

@@ -410,7 +410,10 @@ def test_set_array_and_get_arr(sd):
     with pytest.raises(GraphError, match="shape"):
         w.set_array(np.ones(3, F32))
     with pytest.raises(GraphError):
-        sd.get_variable("p").set_array(np.ones(1, F32))
+        y.set_array(np.ones((2, 2), F32))  # an op output holds no value
+    with pytest.raises(nd.PlaceholderError):  # a placeholder's array (ND4J: set, then
+        # convertToConstant) is checked like a feed
+        sd.get_variable("p").set_array(np.ones(2, F32))
     with pytest.raises(GraphError, match="c"):
         sd.constant("ci", [1, 2]).set_array(np.array([1.5, 2.5]))  # would truncate
     np.testing.assert_array_equal(sd.get_variable("ci").get_arr().numpy(), [1, 2])

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from samediff.array import NDArray
+from samediff.surface import NdInt
 from samediff.errors import TracingError
 from samediff.ops import TensorType
 
@@ -75,16 +76,20 @@ class LazyArray(NDArray):
         return self._value.dtype if self._state is READY else self._type.dtype  # type: ignore[union-attr]
 
     @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    ndim = rank
+    def rank(self) -> NdInt:
+        return NdInt(len(self.shape))
 
     @property
-    def length(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def ndim(self) -> int:
+        return len(self.shape)
 
-    size = length
+    @property
+    def length(self) -> NdInt:
+        return NdInt(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def __len__(self) -> int:
         if not self.shape:

@@ -38,8 +38,12 @@ class GraphScope:
         self._done: Trace | None = None
         self._out_slots: tuple[int, ...] = ()
         self.plan: Any = None
+        self._entered = False  # begun by ``with``: ND4J's explicit begin() inside is the same
 
     def begin(self) -> "GraphScope":
+        if self._trace is not None and self._entered:
+            self._entered = False  # try (GraphScope scope = ...) { scope.begin(); ... }
+            return self
         if self._trace is not None:
             raise TracingError(f"{self.name}: begin() called twice")
         outer = CURRENT_TRACE.get()
@@ -64,6 +68,12 @@ class GraphScope:
         if not self._joined:
             trace.discard()
 
+    def close(self) -> None:
+        """ND4J's ``close()`` (what try-with-resources calls): discard a trace still open
+        (nothing runs), else nothing; safe to call more than once."""
+        if self._trace is not None:
+            self.abort()
+
     def _close(self) -> Trace:
         if self._trace is None:
             raise TracingError(f"{self.name}: end() without begin()")
@@ -73,9 +83,14 @@ class GraphScope:
         return trace
 
     def __enter__(self) -> "GraphScope":
-        return self.begin()
+        self.begin()
+        self._entered = True
+        return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self._entered = False
+        if self._trace is None:  # ended (or closed) inside the block, as in ND4J's port
+            return False
         if exc_type is None:
             self.end()
         else:

@@ -37,6 +37,8 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "std": "standardDeviation",
     "norm_max": "normmax",
     "log_sum_exp": "logSumExp",
+    "argmax": "argMax",
+    "argmin": "argMin",
     # nn
     "leaky_relu": "leakyRelu",
     "hard_sigmoid": "hardSigmoid",
@@ -121,6 +123,9 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     """
     if leading_name and args and isinstance(args[0], str) and "name" not in kwargs:
         kwargs, args = {**kwargs, "name": args[0]}, args[1:]
+    overload = OVERLOADS.get(op.name)
+    if overload is not None:
+        args = overload(args)
     if not kwargs and not op.variadic and op.min_inputs == len(op.inputs):
         n = len(op.inputs)
         if len(args) == n:
@@ -169,6 +174,24 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
         raise OpError(f"{op.name}: attribute(s) {sorted(clash)} given twice")
     attrs.update(kwargs)
     return inputs, attrs, name
+
+
+def _layer_norm_overload(args: tuple) -> tuple:
+    """ND4J's ``layerNorm(input, gain, bias, channelsFirst, dimensions...)``: gain and bias
+    may be null (None: gain 1, no bias); ``channelsFirst`` only says where channels are in
+    NCHW/NHWC data, which the explicit ``dimensions`` already fix, so it is dropped."""
+    if len(args) < 4 or not isinstance(args[3], (bool, np.bool_)):
+        return args  # nd4py's own order: layer_norm(x, gain, bias?, dims...)
+    x, gain, bias, _channels_first, *dims = args
+    if any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) for d in dims):
+        raise OpError(f"layerNorm: expected layerNorm(input, gain, bias, channelsFirst, "
+                      f"dimensions...) with int dimensions, got {tuple(dims)!r}")
+    return (x, 1.0 if gain is None else gain, bias, *(dims or [-1]))
+
+
+#: ND4J overloads that reorder arguments: op name -> positional args (after a leading output
+#: name) rewritten to the op's own order, when the call matches the ND4J pattern.
+OVERLOADS = {"layer_norm": _layer_norm_overload}
 
 
 #: numpy's keywords -> the attribute they name when the op has no attribute of their own name.

@@ -1,0 +1,188 @@
+"""Elementwise functions: the standard's names as a table over the op table (``OPS``), the
+rest composed from ops (``log10``, ``trunc``, ``round`` half to even, ``hypot``...) and the
+bitwise functions, which have no op yet (eager numpy, refused inside a trace)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._core import eager, op
+
+#: standard name -> op of the table (same semantics, numpy/NEP 50 promotion).
+UNARY = {
+    "abs": "abs", "acos": "acos", "asin": "asin", "atan": "atan", "cos": "cos", "cosh": "cosh",
+    "exp": "exp", "expm1": "expm1", "isfinite": "isfinite", "isinf": "isinf", "isnan": "isnan",
+    "log": "log", "log1p": "log1p", "log2": "log2", "logical_not": "logical_not",
+    "negative": "neg", "sign": "sign", "sin": "sin", "sinh": "sinh", "sqrt": "sqrt",
+    "square": "square", "tan": "tan", "tanh": "tanh", "reciprocal": "reciprocal",
+}
+BINARY = {
+    "add": "add", "atan2": "atan2", "divide": "div", "equal": "eq",
+    "greater": "gt", "greater_equal": "gte", "less": "lt", "less_equal": "lte",
+    "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
+    "maximum": "maximum", "minimum": "minimum", "multiply": "mul", "not_equal": "neq",
+    "pow": "pow", "remainder": "floor_mod", "subtract": "sub",
+}
+#: standard name -> numpy function run eagerly (no op yet; refused inside a trace).
+EAGER = {
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_invert": np.invert, "bitwise_left_shift": np.left_shift,
+    "bitwise_right_shift": np.right_shift, "nextafter": np.nextafter,
+}
+
+
+def _unary(name: str, op_name: str) -> Callable:
+    def fn(x: Any, /) -> Any:
+        return op(op_name, [x])
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"The ``{op_name}`` op."
+    return fn
+
+
+def _binary(name: str, op_name: str) -> Callable:
+    def fn(x1: Any, x2: Any, /) -> Any:
+        return op(op_name, [x1, x2])
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"The ``{op_name}`` op."
+    return fn
+
+
+def _eager(name: str, np_fn: Callable) -> Callable:
+    if np_fn.nin == 1:
+        def fn(x: Any, /) -> Any:
+            return eager(name, np_fn, x)
+    else:
+        def fn(x1: Any, x2: Any, /) -> Any:  # type: ignore[misc]
+            return eager(name, np_fn, x1, x2)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"numpy's ``{np_fn.__name__}`` on the buffers (eager only: no op yet)."
+    return fn
+
+
+FUNCTIONS: dict[str, Callable] = {}
+FUNCTIONS.update({n: _unary(n, o) for n, o in UNARY.items()})
+FUNCTIONS.update({n: _binary(n, o) for n, o in BINARY.items()})
+FUNCTIONS.update({n: _eager(n, f) for n, f in EAGER.items()})
+
+
+def _integral(x: Any) -> bool:
+    return np.dtype(x.dtype).kind in "iub"
+
+
+def positive(x: Any, /) -> Any:
+    return op("cast", [x], dtype=x.dtype)
+
+
+def ceil(x: Any, /) -> Any:
+    return positive(x) if _integral(x) else op("ceil", [x])
+
+
+def floor(x: Any, /) -> Any:
+    return positive(x) if _integral(x) else op("floor", [x])
+
+
+def trunc(x: Any, /) -> Any:
+    if _integral(x):
+        return positive(x)
+    return op("where", [op("lt", [x, 0]), op("ceil", [x]), op("floor", [x])])
+
+
+def round(x: Any, /) -> Any:
+    """Round half to even (the ``round`` op rounds half away from zero)."""
+    if _integral(x):
+        return positive(x)
+    r = op("floor", [op("add", [x, 0.5])])
+    tie = op("eq", [op("sub", [r, x]), 0.5])
+    odd = op("eq", [op("floor_mod", [r, 2.0]), 1.0])
+    out = op("where", [op("logical_and", [tie, odd]), op("sub", [r, 1.0]), r])
+    return op("where", [op("eq", [x, 0]), x, op("where", [op("lt", [x, 0]), op("neg", [
+        op("abs", [out])]), out])])  # -0.0 and -0.4 round to -0.0
+
+
+def floor_divide(x1: Any, x2: Any, /) -> Any:
+    """The ``floor_div`` op, with the standard's infinities for floats (numpy's ``inf // 2``
+    is nan, the standard's +inf; ``1 // -inf`` is -1.0 in numpy, -0.0 in the standard)."""
+    q = op("floor_div", [x1, x2])
+    if np.dtype(q.dtype).kind != "f":
+        return q
+    finite_nonzero = [op("logical_and", [op("isfinite", [v]), op("neq", [v, 0])])
+                      for v in (x1, x2)]
+    special = op("logical_or", [op("logical_and", [op("isinf", [x1]), finite_nonzero[1]]),
+                                op("logical_and", [finite_nonzero[0], op("isinf", [x2])])])
+    return op("where", [special, op("div", [x1, x2]), q])
+
+
+def log10(x: Any, /) -> Any:
+    return op("div", [op("log", [x]), math.log(10.0)])
+
+
+def acosh(x: Any, /) -> Any:
+    out = op("log", [op("add", [x, op("sqrt", [op("sub", [op("square", [x]), 1.0])])])])
+    return op("where", [op("lt", [x, 1.0]), op("full_like", [out], value=math.nan), out])
+
+
+def asinh(x: Any, /) -> Any:
+    a = op("abs", [x])
+    y = op("log", [op("add", [a, op("sqrt", [op("add", [op("square", [a]), 1.0])])])])
+    return op("where", [op("eq", [x, 0]), x, op("where", [op("lt", [x, 0]), op("neg", [y]), y])])
+
+
+def atanh(x: Any, /) -> Any:
+    return op("mul", [op("log1p", [op("div", [op("mul", [x, 2.0]), op("sub", [1.0, x])])]), 0.5])
+
+
+def hypot(x1: Any, x2: Any, /) -> Any:
+    a, b = op("abs", [x1]), op("abs", [x2])
+    hi, lo = op("maximum", [a, b]), op("minimum", [a, b])
+    ratio = op("where", [op("eq", [hi, 0]), op("zeros_like", [hi]), op("div", [lo, hi])])
+    out = op("mul", [hi, op("sqrt", [op("add", [op("square", [ratio]), 1.0])])])
+    return op("where", [op("logical_or", [op("isinf", [a]), op("isinf", [b])]),
+                        op("full_like", [out], value=float("inf")), out])
+
+
+def logaddexp(x1: Any, x2: Any, /) -> Any:
+    hi = op("maximum", [x1, x2])
+    out = op("add", [hi, op("log1p", [op("exp", [op("neg", [op("abs", [op("sub", [x1, x2])])])])])])
+    return op("where", [op("eq", [x1, x2]), op("add", [hi, math.log(2.0)]), out])
+
+
+def signbit(x: Any, /) -> Any:
+    if _integral(x):
+        return op("lt", [x, 0])
+    negative_zero = op("logical_and", [op("eq", [x, 0]), op("lt", [op("div", [1.0, x]), 0])])
+    return op("logical_or", [op("lt", [x, 0]), negative_zero])
+
+
+def copysign(x1: Any, x2: Any, /) -> Any:
+    a = op("abs", [x1])
+    return op("where", [signbit(x2), op("neg", [a]), a])
+
+
+def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
+    out = x
+    if min is not None:
+        out = op("maximum", [out, min])
+    if max is not None:
+        out = op("minimum", [out, max])
+    return out if out is not x else positive(x)
+
+
+def conj(x: Any, /) -> Any:
+    return positive(x)  # real arrays only (complex is refused)
+
+
+def real(x: Any, /) -> Any:
+    return positive(x)
+
+
+def imag(x: Any, /) -> Any:
+    return op("zeros_like", [x])
+
+
+FUNCTIONS.update({f.__name__: f for f in (
+    positive, ceil, floor, trunc, round, floor_divide, log10, acosh, asinh, atanh, hypot,
+    logaddexp, signbit,
+    copysign, clip, conj, real, imag)})

@@ -1,0 +1,355 @@
+"""Statistical, searching, manipulation, linear-algebra, indexing and utility functions,
+mapped onto ops (``axis`` -> ``dims``, ``keepdims`` -> ``keep_dims``, ``correction`` ->
+``bias_corrected``) or composed from them; sorting, set functions and ``nonzero`` run numpy
+eagerly (their results depend on the data)."""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from ._core import as_dtype, axes_tuple, eager, ndim, normalize_axis, op
+from ._dtypes import result_type
+
+
+def _reduce(name: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> Any:
+    dt = as_dtype(dtype)
+    if dt is not None and dt != x.dtype:
+        x = op("cast", [x], dtype=dt)
+    dims = axes_tuple(axis, ndim(x))
+    if dims == ():
+        return op("cast", [x], dtype=x.dtype)
+    if ndim(x) == 0:
+        dims = None
+    out = op(name, [x], dims=dims, keep_dims=keepdims or None)
+    return out if dt is None or out.dtype == dt else op("cast", [out], dtype=dt)
+
+
+def _accumulator(x: Any, dtype: Any) -> Any:
+    """``sum``/``prod`` of integers accumulate in the widest type of their signedness."""
+    if dtype is None and np.dtype(x.dtype).kind in "iu":
+        return np.dtype(np.int64 if x.dtype.kind == "i" else np.uint64)
+    if dtype is None and np.dtype(x.dtype).kind == "b":
+        return np.dtype(np.int64)
+    return dtype
+
+
+def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("sum", x, axis, keepdims, _accumulator(x, dtype))
+
+
+def prod(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("prod", x, axis, keepdims, _accumulator(x, dtype))
+
+
+def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("mean", x, axis, keepdims)
+
+
+def max(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("min", x, axis, keepdims)
+
+
+def _moment(name: str, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
+    dims = axes_tuple(axis, ndim(x))
+    if correction in (0, 1) and dims != ():
+        return op(name, [x], dims=dims if ndim(x) else None, keep_dims=keepdims or None,
+                  bias_corrected=builtins.bool(correction))
+    n = int(np.prod([x.shape[d] for d in (dims if dims is not None else range(ndim(x)))]))
+    var = _reduce("variance", x, axis, keepdims) if dims != () else op("zeros_like", [x])
+    out = op("mul", [var, n / builtins.max(n - correction, 0) if n > correction else float("nan")])
+    return op("sqrt", [out]) if name == "std" else out
+
+
+def std(x: Any, /, *, axis: Any = None, correction: Any = 0.0, keepdims: bool = False) -> Any:
+    return _moment("std", x, axis, correction, keepdims)
+
+
+def var(x: Any, /, *, axis: Any = None, correction: Any = 0.0, keepdims: bool = False) -> Any:
+    return _moment("variance", x, axis, correction, keepdims)
+
+
+def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool) -> Any:
+    if axis is None:
+        if ndim(x) != 1:
+            raise ValueError(f"cumulative_{name[3:]}: give axis= for a {ndim(x)}-d array")
+        axis = 0
+    axis = normalize_axis(axis, ndim(x))
+    dt = as_dtype(_accumulator(x, dtype))
+    if dt is not None and dt != x.dtype:
+        x = op("cast", [x], dtype=dt)
+    out = op(name, [x], axis=axis)
+    if include_initial:
+        shape = list(x.shape)
+        shape[axis] = 1
+        first = op("full", [], shape=tuple(shape), value=0 if name == "cumsum" else 1,
+                   dtype=x.dtype)
+        out = op("concat", [first, out], axis=axis)
+    return out
+
+
+def cumulative_sum(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                   include_initial: bool = False) -> Any:
+    return _cumulative("cumsum", x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                    include_initial: bool = False) -> Any:
+    return _cumulative("cumprod", x, axis, dtype, include_initial)
+
+
+# -- searching -----------------------------------------------------------------------------
+def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
+    if axis is None:
+        out = op(name, [op("reshape", [x], shape=(-1,))], dims=(0,))
+        return op("reshape", [out], shape=(1,) * ndim(x)) if keepdims else out
+    return op(name, [x], dims=(normalize_axis(axis, ndim(x)),), keep_dims=keepdims or None)
+
+
+def argmax(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _arg("argmin", x, axis, keepdims)
+
+
+def where(condition: Any, x1: Any, x2: Any, /) -> Any:
+    return op("where", [condition, x1, x2])
+
+
+def count_nonzero(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("sum", op("cast", [op("neq", [x, 0]), ], dtype=np.dtype(np.int64)), axis,
+                   keepdims)
+
+
+def nonzero(x: Any, /) -> tuple:
+    if ndim(x) == 0:
+        raise ValueError("nonzero of a 0-d array")
+    return eager("nonzero", np.nonzero, x)
+
+
+def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+    return eager("searchsorted", np.searchsorted, x1, x2, side=side, sorter=sorter)
+
+
+# -- sorting and sets (eager) ----------------------------------------------------------------
+def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
+    def run(a: np.ndarray) -> np.ndarray:
+        out = np.sort(a, axis=axis, kind="stable")
+        return np.flip(out, axis=axis) if descending else out
+    return eager("sort", run, x)
+
+
+def argsort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
+    def run(a: np.ndarray) -> np.ndarray:
+        if not descending:
+            return np.argsort(a, axis=axis, kind="stable")
+        n = a.shape[axis]
+        idx = np.argsort(np.flip(a, axis=axis), axis=axis, kind="stable")
+        return np.flip(n - 1 - idx, axis=axis)
+    return eager("argsort", run, x)
+
+
+UniqueAllResult = namedtuple("UniqueAllResult", "values indices inverse_indices counts")
+UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
+UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices")
+
+
+def unique_values(x: Any, /) -> Any:
+    return eager("unique_values", lambda a: np.unique_values(a), x)
+
+
+def unique_counts(x: Any, /) -> UniqueCountsResult:
+    return UniqueCountsResult(*eager("unique_counts", lambda a: tuple(np.unique_counts(a)), x))
+
+
+def unique_inverse(x: Any, /) -> UniqueInverseResult:
+    return UniqueInverseResult(*eager("unique_inverse", lambda a: tuple(np.unique_inverse(a)), x))
+
+
+def unique_all(x: Any, /) -> UniqueAllResult:
+    return UniqueAllResult(*eager("unique_all", lambda a: tuple(np.unique_all(a)), x))
+
+
+# -- manipulation ----------------------------------------------------------------------------
+def reshape(x: Any, /, shape: Any, *, copy: Any = None) -> Any:
+    if copy is False:
+        raise ValueError("reshape: nd4py cannot promise a view (copy=False)")
+    return op("reshape", [x], shape=tuple(int(s) for s in shape))
+
+
+def permute_dims(x: Any, /, axes: Any) -> Any:
+    return op("permute", [x], dims=tuple(normalize_axis(int(a), ndim(x)) for a in axes))
+
+
+def matrix_transpose(x: Any, /) -> Any:
+    if ndim(x) < 2:
+        raise ValueError("matrix_transpose needs at least 2 dimensions")
+    axes = list(range(ndim(x)))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return permute_dims(x, axes)
+
+
+def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
+    src = axes_tuple(source, ndim(x))
+    dst = axes_tuple(destination, ndim(x))
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination need the same number of axes")
+    order = [a for a in range(ndim(x)) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, order)
+
+
+def _promoted(arrays: Any) -> list:
+    arrays = list(arrays)
+    dt = result_type(*arrays)
+    return [a if a.dtype == dt else op("cast", [a], dtype=dt) for a in arrays]
+
+
+def concat(arrays: Any, /, *, axis: Any = 0) -> Any:
+    arrays = _promoted(arrays)
+    if axis is None:
+        arrays = [op("reshape", [a], shape=(-1,)) for a in arrays]
+        axis = 0
+    return op("concat", arrays, axis=normalize_axis(axis, ndim(arrays[0])))
+
+
+def stack(arrays: Any, /, *, axis: int = 0) -> Any:
+    arrays = _promoted(arrays)
+    return op("stack", arrays, axis=normalize_axis(axis, ndim(arrays[0]) + 1))
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple:
+    out = op("unstack", [x], axis=normalize_axis(axis, ndim(x)))
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def expand_dims(x: Any, /, axis: int = 0) -> Any:
+    return op("expand_dims", [x], axis=normalize_axis(axis, ndim(x) + 1))
+
+
+def squeeze(x: Any, /, axis: Any) -> Any:
+    axes = axes_tuple(axis, ndim(x))
+    if builtins.any(x.shape[a] != 1 for a in axes):
+        raise ValueError(f"squeeze: axis {axis} of shape {x.shape} is not of size 1")
+    return op("squeeze", [x], axis=axes)
+
+
+def flip(x: Any, /, *, axis: Any = None) -> Any:
+    dims = axes_tuple(axis, ndim(x))
+    dims = tuple(range(ndim(x))) if dims is None else dims
+    return op("reverse", [x], dims=dims) if dims else op("cast", [x], dtype=x.dtype)
+
+
+def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+    if axis is None:
+        return op("reshape", [roll(op("reshape", [x], shape=(-1,)), shift, axis=0)],
+                  shape=tuple(x.shape))
+    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    out = x
+    for s, a in zip(shifts, axes):
+        a = normalize_axis(a, ndim(x))
+        n = x.shape[a]
+        s = s % n if n else 0
+        if s:
+            pre = (slice(None),) * a
+            out = op("concat", [out[pre + (slice(n - s, None),)], out[pre + (slice(0, n - s),)]],
+                     axis=a)
+    return out if out is not x else op("cast", [x], dtype=x.dtype)
+
+
+def broadcast_to(x: Any, /, shape: Any) -> Any:
+    return op("broadcast_to", [x], shape=tuple(int(s) for s in shape))
+
+
+def broadcast_arrays(*arrays: Any) -> list:
+    shape = np.broadcast_shapes(*(tuple(a.shape) for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def tile(x: Any, repetitions: Any, /) -> Any:
+    reps = tuple(int(r) for r in repetitions)
+    if len(reps) < ndim(x):
+        reps = (1,) * (ndim(x) - len(reps)) + reps
+    elif len(reps) > ndim(x):
+        x = op("reshape", [x], shape=(1,) * (len(reps) - ndim(x)) + tuple(x.shape))
+    return op("tile", [x], reps=reps)
+
+
+def repeat(x: Any, repeats: Any, /, *, axis: Any = None) -> Any:
+    if not isinstance(repeats, int):
+        return eager("repeat", np.repeat, x, repeats, axis=axis)
+    if axis is None:
+        x, axis = op("reshape", [x], shape=(-1,)), 0
+    return op("repeat", [x], repeats=repeats, axis=normalize_axis(axis, ndim(x)))
+
+
+def take(x: Any, indices: Any, /, *, axis: Any = None) -> Any:
+    if axis is None:
+        if ndim(x) != 1:
+            raise ValueError("take: give axis= for arrays of more than one dimension")
+        axis = 0
+    return op("gather", [x, indices], axis=normalize_axis(axis, ndim(x)))
+
+
+def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
+    return eager("take_along_axis", np.take_along_axis, x, indices, axis=axis)
+
+
+def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None,
+         append: Any = None) -> Any:
+    axis = normalize_axis(axis, ndim(x))
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = concat(parts, axis=axis)
+    pre = (slice(None),) * axis
+    for _ in range(n):
+        x = op("sub", [x[pre + (slice(1, None),)], x[pre + (slice(None, -1),)]])
+    return x
+
+
+# -- linear algebra --------------------------------------------------------------------------
+def matmul(x1: Any, x2: Any, /) -> Any:
+    return op("matmul", [x1, x2])
+
+
+def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+    if isinstance(axes, int):
+        dims_x = tuple(range(ndim(x1) - axes, ndim(x1)))
+        dims_y = tuple(range(axes))
+    else:
+        dims_x, dims_y = (tuple(normalize_axis(int(a), nd) for a in ax)
+                          for ax, nd in zip(axes, (ndim(x1), ndim(x2))))
+    if not dims_x:
+        shape1 = tuple(x1.shape) + (1,) * ndim(x2)
+        return op("mul", [op("reshape", [x1], shape=shape1), x2])
+    return op("tensor_mmul", [x1, x2], dims_x=dims_x, dims_y=dims_y)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """Dot product of vectors along ``axis`` (real arrays: no conjugation); keeps the dtype."""
+    if ndim(x1) == 0 or ndim(x2) == 0 or x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(f"vecdot: shapes {x1.shape} and {x2.shape} differ along axis {axis}")
+    prod = op("mul", [x1, x2])
+    out = op("sum", [prod], dims=(normalize_axis(axis, ndim(prod)),))
+    return out if out.dtype == prod.dtype else op("cast", [out], dtype=prod.dtype)
+
+
+# -- utility ---------------------------------------------------------------------------------
+def all(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("all", x, axis, keepdims)
+
+
+def any(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("any", x, axis, keepdims)
