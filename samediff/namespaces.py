@@ -23,8 +23,15 @@ def op_function(op: OpDef, frontend: Frontend, apply: Applier,
     With ``leading_name`` a first string argument is the output name (ND4J's
     ``sd.nn.relu("hidden", x, 0)``)."""
     split_call = frontend.split_call
+    # hot path (bench_eager_overhead: nd.add(A, B)): exactly the op's inputs, positionally,
+    # need no argument rule
+    plain = (not leading_name and not op.variadic and op.min_inputs == len(op.inputs)
+             and op.name not in frontend.rewritten)
+    n_inputs = len(op.inputs) if plain else -1
 
     def function(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs and len(args) == n_inputs:
+            return apply(op, list(args), None, None)
         inputs, attrs, name = split_call(op, args, kwargs, leading_name)
         return apply(op, inputs, attrs, name)
     function.__name__ = op.name

@@ -47,6 +47,8 @@ class Frontend:
     namespaces: Mapping[str, Namespace]
     split_call: CallRule
     inplace: tuple[str, ...] = ()
+    #: ops whose arguments ``split_call`` rewrites (ND4J's overloads): no fast path for them
+    rewritten: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         names = {op: (extra,) if isinstance(extra, str) else tuple(extra)

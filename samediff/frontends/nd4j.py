@@ -219,4 +219,4 @@ def _positional_attrs(op: OpDef, args: list) -> dict:
 
 
 #: The ND4J front end, checked against the op table when this module is imported.
-ND4J = Frontend("nd4j", NAMES, NAMESPACES, split_call, INPLACE)
+ND4J = Frontend("nd4j", NAMES, NAMESPACES, split_call, INPLACE, frozenset(OVERLOADS))
