@@ -169,6 +169,16 @@ _LOGICAL = {np.bitwise_and: "logical_and", np.bitwise_or: "logical_or",
             np.bitwise_xor: "logical_xor", np.invert: "logical_not"}
 
 
+def _bitwise_operator(fn: Any, symbol: str) -> tuple[Any, Any]:
+    """The operator ``symbol`` and its reflected form, both through ``NDArray._bitwise``."""
+    def method(self: "NDArray", other: Any) -> Any:
+        return self._bitwise(fn, symbol, (self, other))
+
+    def reflected(self: "NDArray", other: Any) -> Any:
+        return self._bitwise(fn, symbol, (other, self))
+    return method, reflected
+
+
 def _is_bool(x: Any) -> bool:
     return type(x) is bool or np.dtype(getattr(x, "dtype", np.dtype(object))) == np.bool_
 
@@ -439,38 +449,14 @@ class NDArray(OpSurface):
                 a._data if isinstance(a, NDArray) else a for a in args)))),
             "use it outside the graph_scope / @nd.compile function (no bitwise op yet)")
 
-    def __and__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_and, "&", (self, other))
-
-    def __rand__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_and, "&", (other, self))
-
-    def __or__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_or, "|", (self, other))
-
-    def __ror__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_or, "|", (other, self))
-
-    def __xor__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_xor, "^", (self, other))
-
-    def __rxor__(self, other: Any) -> Any:
-        return self._bitwise(np.bitwise_xor, "^", (other, self))
+    __and__, __rand__ = _bitwise_operator(np.bitwise_and, "&")
+    __or__, __ror__ = _bitwise_operator(np.bitwise_or, "|")
+    __xor__, __rxor__ = _bitwise_operator(np.bitwise_xor, "^")
+    __lshift__, __rlshift__ = _bitwise_operator(np.left_shift, "<<")
+    __rshift__, __rrshift__ = _bitwise_operator(np.right_shift, ">>")
 
     def __invert__(self) -> Any:
         return self._bitwise(np.invert, "~", (self,))
-
-    def __lshift__(self, other: Any) -> Any:
-        return self._bitwise(np.left_shift, "<<", (self, other))
-
-    def __rlshift__(self, other: Any) -> Any:
-        return self._bitwise(np.left_shift, "<<", (other, self))
-
-    def __rshift__(self, other: Any) -> Any:
-        return self._bitwise(np.right_shift, ">>", (self, other))
-
-    def __rrshift__(self, other: Any) -> Any:
-        return self._bitwise(np.right_shift, ">>", (other, self))
 
     def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", prefix="NDArray(", threshold=200)

@@ -82,7 +82,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         leaves_of: dict[int, list[tuple[str, Any]]] = {}
         for i in nums_:
             leaves: list[tuple[str, Any]] = []
-            call_args[i] = _tree_map(args[i], lambda leaf, path, i=i, leaves=leaves: _placeholder(
+            call_args[i] = tree_map(args[i], lambda leaf, path, i=i, leaves=leaves: _placeholder(
                 rec, leaf, f"arg{i}{path}", leaves, name))
             leaves_of[i] = leaves
         out = fn(*call_args, **kwargs)
@@ -94,7 +94,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         full, names = grad_transform(graph, [loss], wrt) if wrt else (graph, {})
         feeds = {n: leaf for i in nums_ for n, leaf in leaves_of[i]}
         feeds.update(rec.feeds)
-        aux_names = [x.name for x in _tree_leaves(aux) if rec.owns(x)]
+        aux_names = [x.name for x in tree_leaves(aux) if rec.owns(x)]
         computed = [loss] if loss is not None else []
         results = _replay(full, feeds, [*computed, *names.values(), *aux_names])
         if loss is None:
@@ -103,8 +103,8 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         for i in nums_:
             it = iter([results[names[n]] if n in names else _zeros_like(leaf)
                        for n, leaf in leaves_of[i]])
-            grads.append(_tree_map(args[i], lambda leaf, path: next(it)))
-        aux_out = _tree_map(aux, lambda x, path: results[x.name] if rec.owns(x) else x)
+            grads.append(tree_map(args[i], lambda leaf, path: next(it)))
+        aux_out = tree_map(aux, lambda x, path: results[x.name] if rec.owns(x) else x)
         value_out = (results[loss], aux_out) if has_aux else results[loss]
         return value_out, grads[0] if single else tuple(grads)
     return value_and_gradient
@@ -123,9 +123,6 @@ class _FeedingRecorder(GraphRecorder):
 
     def _outside(self, x: Any) -> bool:
         return isinstance(x, NDArray) or (isinstance(x, GraphValue) and not self.owns(x))
-
-    def _check_own(self, op: Any, x: Any) -> None:
-        pass  # another graph's values are fed (see the class docstring)
 
     def _type(self, op: Any, x: Any) -> TensorType:
         if self._outside(x):
@@ -225,16 +222,18 @@ def _replay(graph: Graph, feeds: dict[str, Any], outputs: list[str]) -> dict[str
     return {n: values[n] for n in outputs}
 
 
-def _tree_map(tree: Any, fn: Callable[[Any, str], Any], path: str = "") -> Any:
+def tree_map(tree: Any, fn: Callable[[Any, str], Any], path: str = "") -> Any:
+    """``tree`` (nested dicts/lists/tuples) with each leaf replaced by ``fn(leaf, path)``."""
     if isinstance(tree, dict):
-        return {k: _tree_map(v, fn, f"{path}[{k!r}]") for k, v in tree.items()}
+        return {k: tree_map(v, fn, f"{path}[{k!r}]") for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
-        mapped = [_tree_map(v, fn, f"{path}[{i}]") for i, v in enumerate(tree)]
+        mapped = [tree_map(v, fn, f"{path}[{i}]") for i, v in enumerate(tree)]
         return type(tree)(mapped) if type(tree) in (list, tuple) else type(tree)(*mapped)
     return fn(tree, path)
 
 
-def _tree_leaves(tree: Any) -> list:
+def tree_leaves(tree: Any) -> list:
+    """The leaves of ``tree``, in ``tree_map`` order."""
     leaves: list = []
-    _tree_map(tree, lambda leaf, path: leaves.append(leaf))
+    tree_map(tree, lambda leaf, path: leaves.append(leaf))
     return leaves

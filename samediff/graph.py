@@ -19,7 +19,7 @@ outputs). Ops are recorded through the same op table and argument rules as eager
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -187,9 +187,18 @@ class SameDiff:
         return handle
 
     # -- naming ---------------------------------------------------------------------------
-    def name_scope(self, scope: str) -> contextlib.AbstractContextManager[None]:
-        """Prefix names created inside the block with ``scope/`` (nestable)."""
-        return self.graph.name_scope(scope)
+    @contextlib.contextmanager
+    def name_scope(self, scope: str) -> Iterator[None]:
+        """Prefix names created inside the block with ``scope/`` (nestable). The scope is
+        opened and closed on the current graph: asking for gradients inside the block swaps in
+        a new graph, which inherits the open scopes."""
+        if not scope or "/" in scope:
+            raise GraphError(f"name_scope: invalid scope {scope!r}")
+        self.graph.scopes.append(scope)
+        try:
+            yield
+        finally:
+            self.graph.scopes.pop()
 
     def _rename(self, old: str, new: str) -> None:
         self.graph.rename(old, new)

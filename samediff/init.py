@@ -133,20 +133,26 @@ class LecunUniformInitScheme(_FanScheme):
     _scheme = "lecun_uniform"
 
 
-class ZeroInitScheme(WeightInit):
+class _OrderOnlyScheme(WeightInit):
+    """ND4J's ``new XxxInitScheme(order)``: a ``WeightInit`` of a fixed, parameterless scheme."""
+
+    _scheme = "zeros"
+
+    def __init__(self, order: str = "c") -> None:
+        _order(order)
+        super().__init__(self._scheme)
+
+
+class ZeroInitScheme(_OrderOnlyScheme):
     """All zeros (ND4J ``ZeroInitScheme('c')``)."""
 
-    def __init__(self, order: str = "c") -> None:
-        _order(order)
-        super().__init__("zeros")
+    _scheme = "zeros"
 
 
-class OneInitScheme(WeightInit):
+class OneInitScheme(_OrderOnlyScheme):
     """All ones (ND4J ``OneInitScheme('c')``)."""
 
-    def __init__(self, order: str = "c") -> None:
-        _order(order)
-        super().__init__("ones")
+    _scheme = "ones"
 
 
 class ConstantInitScheme(WeightInit):
@@ -157,12 +163,10 @@ class ConstantInitScheme(WeightInit):
         super().__init__("constant", value=float(value))
 
 
-class IdentityInitScheme(WeightInit):
+class IdentityInitScheme(_OrderOnlyScheme):
     """The identity matrix (ND4J ``IdentityInitScheme('c')``)."""
 
-    def __init__(self, order: str = "c") -> None:
-        _order(order)
-        super().__init__("identity")
+    _scheme = "identity"
 
 
 class UniformInitScheme(WeightInit):

@@ -299,14 +299,22 @@ class Graph:
             raise GraphError(f"validate: ARRAY variables without a producing node: {orphans[:5]}")
 
     # -- transforming ---------------------------------------------------------------------
+    def _take(self, source: "Graph", nodes: list[Node] | None = None,
+              keep: set[str] | None = None) -> None:
+        """Take ``source``'s structure (or only ``nodes`` and the variables in ``keep``): new
+        containers, the same immutable nodes and value arrays."""
+        self.vars = {k: dataclasses.replace(v) for k, v in source.vars.items()
+                     if keep is None or k in keep}
+        self.nodes = list(source.nodes if nodes is None else nodes)
+        self.node_names = (set(source.node_names) if nodes is None
+                           else {n.name for n in nodes})
+        self.name_counts = dict(source.name_counts)
+        self.scopes = list(source.scopes)
+
     def copy(self) -> "Graph":
         """An unfrozen copy sharing the (immutable) nodes and the value arrays."""
         g = Graph()
-        g.vars = {k: dataclasses.replace(v) for k, v in self.vars.items()}
-        g.nodes = list(self.nodes)
-        g.node_names = set(self.node_names)
-        g.name_counts = dict(self.name_counts)
-        g.scopes = list(self.scopes)
+        g._take(self)
         g.version = self.version
         return g
 
@@ -316,11 +324,7 @@ class Graph:
         if self.version == saved.version:
             return  # every change bumps the version: nothing changed since the copy
         version = max(self.version, saved.version) + 1
-        self.vars = {k: dataclasses.replace(v) for k, v in saved.vars.items()}
-        self.nodes = list(saved.nodes)
-        self.node_names = set(saved.node_names)
-        self.name_counts = dict(saved.name_counts)
-        self.scopes = list(saved.scopes)
+        self._take(saved)
         self.version = version
 
     def subgraph(self, outputs: Iterable[str], keep: Iterable[str] = ()) -> "Graph":
@@ -328,12 +332,8 @@ class Graph:
         outputs = list(outputs)
         nodes = self.needed(outputs)
         used = {i for n in nodes for i in n.inputs} | {o for n in nodes for o in n.outputs}
-        used |= set(outputs) | set(keep)
         g = Graph()
-        g.vars = {k: dataclasses.replace(v) for k, v in self.vars.items() if k in used}
-        g.nodes = nodes
-        g.node_names = {n.name for n in nodes}
-        g.name_counts = dict(self.name_counts)
+        g._take(self, nodes, used | set(outputs) | set(keep))
         g.version = self.version + 1  # versions only move forward along a graph's history
         return g
 

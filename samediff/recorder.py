@@ -108,14 +108,13 @@ class GraphRecorder:
     def owns(self, x: Any) -> bool:
         return isinstance(x, GraphValue) and x._recorder is self
 
-    def _check_own(self, op: OpDef, x: Any) -> None:
-        if isinstance(x, GraphValue) and x._recorder is not self:
-            raise GraphError(f"{op.name}: variable {x.name!r} belongs to another graph "
-                             f"(another SameDiff instance); variables of two graphs cannot be "
-                             f"mixed")
-
     def _type(self, op: OpDef, x: Any) -> TensorType:
+        """The static type of input ``x`` — or the error saying why it cannot be one."""
         if isinstance(x, GraphValue):
+            if x._recorder is not self:
+                raise GraphError(f"{op.name}: variable {x.name!r} belongs to another graph "
+                                 f"(another SameDiff instance); variables of two graphs "
+                                 f"cannot be mixed")
             return self.graph.vars[x.name].ttype
         if isinstance(x, OpSurface) and not isinstance(x, NDArray) or _is_pending(x):
             raise GraphError(f"{op.name}: cannot use a {type(x).__name__} in a SameDiff graph: "
@@ -145,8 +144,6 @@ class GraphRecorder:
         rec = op.make_attrs(attrs) if attrs else op.default_attrs
         if rec is None:
             rec = op.make_attrs({})  # raises: a required attribute is missing
-        for x in inputs:
-            self._check_own(op, x)
         out_types = op.infer_types([self._type(op, x) for x in inputs], rec)
         graph = self.graph
         base = graph.new_name(name, op.name)  # checked before literals/constants are added

@@ -28,6 +28,7 @@ import numpy as np
 from samediff.array import CURRENT_TRACE, NDArray
 from samediff.compiler.cache import PLAN_CACHE, check_cache_size
 from samediff.errors import TracingError
+from samediff.functional import tree_leaves
 from samediff.ops import TensorType
 from samediff.surface import OpSurface
 
@@ -422,17 +423,5 @@ def _has_graph_values(args: tuple, kwargs: dict) -> bool:
     """Whether an argument (or a leaf of one) is a graph variable: ops on it record into its
     graph through ``bind`` (``SDVariable``, ``nd.grad``'s handles), so there is nothing to
     compile here."""
-    leaves: list = []
-    _flatten_any((args, kwargs), leaves)
-    return any(isinstance(x, OpSurface) and x._recorder is not None for x in leaves)
-
-
-def _flatten_any(tree: Any, out: list) -> None:
-    if isinstance(tree, dict):
-        for v in tree.values():
-            _flatten_any(v, out)
-    elif isinstance(tree, (list, tuple)):
-        for v in tree:
-            _flatten_any(v, out)
-    else:
-        out.append(tree)
+    return any(isinstance(x, OpSurface) and x._recorder is not None
+               for x in tree_leaves((args, kwargs)))
