@@ -29,6 +29,7 @@ from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, 
 from samediff.dtypes import refused as _refused, unsupported as _unsupported
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
+from samediff.ir import did_you_mean as _did_you_mean
 from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
 from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
@@ -100,7 +101,9 @@ def __getattr__(name: str) -> Any:
     try:
         fn = getattr(_ALL_OPS, name)
     except AttributeError:
-        why = f": {_unsupported(name)}" if _refused(name) else ""  # nd.BFLOAT16, nd.complex64
+        # nd.BFLOAT16, nd.complex64: why not; a misspelling: the closest names
+        why = f": {_unsupported(name)}" if _refused(name) else _did_you_mean(
+            name, [n for n in __dir__() if not n.startswith("_")])
         raise AttributeError(f"module 'nd4py' has no attribute {name!r}{why}") from None
     globals()[name] = fn  # later lookups are plain module attribute reads
     return fn

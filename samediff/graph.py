@@ -28,6 +28,7 @@ from .autodiff import GradientError
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
+from .frontends.nd4j import camel_case_method
 from .errors import GraphError, NdDTypeError, PlaceholderError, UnknownVariableError
 from .init import SCHEMES, WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
@@ -497,6 +498,10 @@ class SameDiff:
             raise AttributeError(name)
         try:
             return getattr(self.all_ops, name)
+        except AttributeError:
+            pass
+        try:
+            return camel_case_method(self, name)  # sd.setLossVariables(...)
         except AttributeError:
             pass
         if name in _RENAMED:

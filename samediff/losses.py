@@ -150,6 +150,13 @@ def _log_loss(labels: Any, predictions: Any, epsilon: float = 1e-7) -> Any:
     return -(labels * op.log(p + epsilon) + (1.0 - labels) * op.log(1.0 - p + epsilon))
 
 
+def _cross_entropy(labels: Any, probabilities: Any, epsilon: float = 1e-7) -> Any:
+    # probabilities clipped to [epsilon, 1]: a softmax output that underflowed to 0 in a
+    # class whose label is 0 gives 0 * log(epsilon), not 0 * -inf = NaN
+    p = op.clip_by_value(probabilities, clip_min=epsilon, clip_max=1.0)
+    return -op.sum(labels * op.log(p), dims=(-1,))
+
+
 def _huber_loss(labels: Any, predictions: Any, delta: float = 1.0) -> Any:
     # 0.5 d^2 for |d| < delta, delta |d| - 0.5 delta^2 beyond, written without a branch
     a = op.abs(predictions - labels)
@@ -192,6 +199,7 @@ LOSSES = {d.name: d for d in [
     LossDef("sparse_softmax_cross_entropy", "sparseSoftmaxCrossEntropy", _sparse_softmax_ce,
             _drop_last, sparse_labels=True),
     LossDef("sigmoid_cross_entropy", "sigmoidCrossEntropy", _sigmoid_ce),
+    LossDef("cross_entropy", "crossEntropy", _cross_entropy, _drop_last),
     LossDef("mean_squared_error", "meanSquaredError", _mean_squared_error),
     LossDef("absolute_difference", "absoluteDifference", _absolute_difference),
     LossDef("log_loss", "logLoss", _log_loss),
@@ -457,6 +465,24 @@ class LossNamespace:
                            label_smoothing=label_smoothing)
 
     @_leading_name
+    def cross_entropy(self, probabilities: Array, labels: Array, weights: Array | None = None,
+                      reduction: LossReduce | str = DEFAULT_REDUCTION, epsilon: float = 1e-7,
+                      *, name: str | None = None) -> Any:
+        """Categorical cross entropy of class **probabilities** (a softmax output, not
+        logits): ``E = -sum_c labels_c * log(clip(probabilities_c, epsilon, 1))`` over the last
+        dim. Note the argument order, **probabilities first**: seed 000's
+        ``samediff.loss.crossEntropy(output, labels)`` (and PyTorch's ``(input, target)``);
+        every other loss here takes labels first, as ND4J's. From logits,
+        ``softmax_cross_entropy(labels, logits)`` is the numerically stable form.
+
+        >>> import nd4py as nd
+        >>> round(nd.loss.cross_entropy([[0.5, 0.5]], [[0.0, 1.0]]).item(), 4)  # ln 2
+        0.6931
+        """
+        return self._apply("cross_entropy", labels, probabilities, weights, reduction, name,
+                           epsilon=epsilon)
+
+    @_leading_name
     def sparse_softmax_cross_entropy(self, labels: Array, logits: Array,
                                      weights: Array | None = None,
                                      reduction: LossReduce | str = DEFAULT_REDUCTION, *,
@@ -570,6 +596,7 @@ class LossNamespace:
 
     softmaxCrossEntropy = softmax_cross_entropy
     sparseSoftmaxCrossEntropy = sparse_softmax_cross_entropy
+    crossEntropy = cross_entropy
     sigmoidCrossEntropy = sigmoid_cross_entropy
     meanSquaredError = mean_squared_error
     absoluteDifference = absolute_difference

@@ -22,6 +22,7 @@ out its own handle class (``SDVariable``), which adds ND4J's conveniences.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,22 @@ class GraphValue(OpSurface):
     def rank(self) -> NdInt:
         """Number of dims: ``v.rank`` or ND4J's ``v.rank()``."""
         return NdInt(len(self.shape))
+
+    @property
+    def size(self) -> int | None:
+        """Number of elements; ``None`` while a dim is unknown (the array API's rule)."""
+        shape = self.shape
+        return None if any(d < 0 for d in shape) else math.prod(shape)
+
+    @property
+    def length(self) -> NdInt:
+        """Number of elements: ``v.length`` or ND4J's ``v.length()``, once every dim is known."""
+        size = self.size
+        if size is None:
+            raise GraphError(f"length: {self._name!r} is {self._var.ttype}, "
+                             f"with dims unknown until run time; its length is only known from "
+                             f"an output() result (out.length())")
+        return NdInt(size)
 
     def __repr__(self) -> str:
         return f"GraphValue({self._name!r}, {self._var.ttype})"

@@ -169,7 +169,11 @@ class UserDefinedCustomOp:
     inputs' broadcast shape), ``calculateOutputDataTypes(types)`` (default: the first
     input's), ``doDiff(grad)`` (one gradient per input, written with ops on the values) and
     ``propertiesForFunction()`` / ``setPropertiesForFunction(props)`` (bool/int/float/str
-    values, saved with the graph). ``sd.doUdf(MyAddUdf(sd, x, y))`` records it. One output.
+    values, saved with the graph). ``sd.doUdf(MyAddUdf(sd, x, y))`` records it and returns
+    its outputs as a tuple. Several outputs: ``getNumOutputs()`` returns their number,
+    ``exec()`` appends them in order, ``calculateOutputShape()`` returns one shape per output
+    (default: the broadcast shape for each) and ``doDiff(grad)`` receives one gradient per
+    output (``None`` for an output the loss does not use).
     """
 
     def __init__(self, sameDiff: Any = None, inputs: Sequence[Any] | None = None) -> None:
@@ -184,7 +188,7 @@ class UserDefinedCustomOp:
         return 1
 
     def calculateOutputDataTypes(self, inputTypes: list) -> list:
-        return [inputTypes[0]]
+        return [inputTypes[0]] * self.getNumOutputs()
 
     def calculateOutputShape(self) -> list | None:
         return None
@@ -228,9 +232,10 @@ def UserDefinedOp(cls: type) -> type:  # noqa: N802 - ND4J's annotation name
         raise OpError(f"@UserDefinedOp {cls.__name__}: a no-argument construction is needed "
                       f"(ND4J: 'No-arg constructor required'): {exc}") from None
     name = proto.opName()
-    if proto.getNumOutputs() != 1:
-        raise OpError(f"@UserDefinedOp {cls.__name__}: class-style UDFs have one output; "
-                      f"use udf.register(...) with an infer function for several")
+    n_outputs = proto.getNumOutputs()
+    if not isinstance(n_outputs, int) or n_outputs < 1:
+        raise OpError(f"@UserDefinedOp {cls.__name__}: getNumOutputs() must be a positive int, "
+                      f"got {n_outputs!r}")
     params = [p for p in inspect.signature(cls.__init__).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][2:]
     properties = dict(proto.propertiesForFunction())
@@ -253,18 +258,24 @@ def UserDefinedOp(cls: type) -> type:  # noqa: N802 - ND4J's annotation name
             inst.exec()
         finally:
             CURRENT_TRACE.reset(token)
-        if len(inst.outputArguments) != 1:
-            raise OpError(f"{name}: exec() must append one output to outputArguments, got "
-                          f"{len(inst.outputArguments)}")
-        return as_numpy(inst.outputArguments[0])
+        if len(inst.outputArguments) != n_outputs:
+            raise OpError(f"{name}: exec() must append {n_outputs} output(s) to outputArguments "
+                          f"(getNumOutputs()), got {len(inst.outputArguments)}")
+        outs = tuple(as_numpy(o) for o in inst.outputArguments)
+        return outs if n_outputs > 1 else outs[0]
 
     def infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
         inst = instance(attrs, [_Described(t) for t in types])
         shapes = inst.calculateOutputShape()
-        shape = (tuple(shapes[0]) if shapes is not None
-                 else broadcast_shapes(*(t.shape for t in types)))
+        if shapes is None:
+            shapes = [broadcast_shapes(*(t.shape for t in types))] * n_outputs
         dtypes = inst.calculateOutputDataTypes([t.dtype for t in types])
-        return [TensorType(shape, dtypes[0])]
+        for what, got in (("calculateOutputShape()", shapes),
+                          ("calculateOutputDataTypes()", dtypes)):
+            if len(got) != n_outputs:
+                raise OpError(f"{name}: {what} gave {len(got)} entries for {n_outputs} "
+                              f"output(s) (getNumOutputs())")
+        return [TensorType(tuple(shape), dtype) for shape, dtype in zip(shapes, dtypes)]
 
     def gradient(ins: list, outs: list, gs: list, attrs: Any) -> list:
         return list(instance(attrs, ins).doDiff(list(gs)))

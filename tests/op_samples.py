@@ -296,6 +296,11 @@ SAMPLES["floor_div"] = [
     S([np.array([[5.3], [-5.3], [0.7]]), np.array([2.0, -2.0, 1.5])],
       reference=pw(lambda a, b: a // b)),
     S([iv(2, 3, lo=-9, hi=9), 4], reference=pw(lambda a, b: a // b), dtypes=INTS),
+    # the array API's infinities: floor of the true quotient (Python says nan and -1.0)
+    S([np.array([math.inf, -math.inf, 1.5, -1.5, 7.0]), np.array([2.0, 3.0, -math.inf,
+                                                                 -math.inf, math.inf])],
+      reference=pw(lambda a, b: a / b if math.isinf(a / b) or a / b == 0
+                   else float(math.floor(a / b))), smooth=False),
 ]
 SAMPLES["atan2"] = [
     S([u(3, 1), u(4)], reference=pw(math.atan2)),

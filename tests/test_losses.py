@@ -14,7 +14,7 @@ B, C = 5, 4  # batch, classes / features
 REDUCTIONS = list(LossReduce)
 LOSS_NAMES = ["softmax_cross_entropy", "sparse_softmax_cross_entropy", "sigmoid_cross_entropy",
               "mean_squared_error", "absolute_difference", "log_loss", "huber_loss",
-              "cosine_distance", "hinge_loss"]
+              "cosine_distance", "hinge_loss", "cross_entropy"]
 
 
 # --- the independent reference, straight from the formulas ----------------------------------
@@ -49,6 +49,8 @@ def ref_per_example(name, labels, preds, label_smoothing=0.0, epsilon=1e-7, delt
         return 1 - (z * x).sum(axis=dimension, keepdims=True)
     if name == "hinge_loss":
         return np.maximum(0.0, 1 - (2 * z - 1) * x)
+    if name == "cross_entropy":
+        return -(z * np.log(np.clip(x, epsilon, 1.0))).sum(axis=-1)
     raise AssertionError(name)
 
 
@@ -75,6 +77,10 @@ def sample(name, rng, dtype=np.float64):
         return rng.integers(0, C, B), rng.normal(size=(B, C)).astype(dtype) * 2
     if name == "sigmoid_cross_entropy":
         return rng.uniform(size=(B, C)).astype(dtype), rng.normal(size=(B, C)).astype(dtype) * 3
+    if name == "cross_entropy":  # probabilities, one with a class underflowed to 0
+        probs = rng.dirichlet(np.ones(C), B)
+        probs[0] = [0.0, 0.5, 0.5, 0.0][:C]
+        return np.eye(C)[rng.integers(1, 3, B)].astype(dtype), probs.astype(dtype)
     if name == "log_loss":
         return (rng.integers(0, 2, (B, C)).astype(dtype),
                 rng.uniform(0.05, 0.95, (B, C)).astype(dtype))
@@ -94,8 +100,23 @@ def example_weights(rng):
     return w
 
 
+def loss_call(namespace, name):
+    """``namespace.<name>`` taking (labels, predictions, ...) like every loss but one:
+    ``cross_entropy`` takes probabilities first (seed 000's ``crossEntropy(output, labels)``)."""
+    fn = getattr(namespace, name)
+    if name != "cross_entropy":
+        return fn
+
+    def labels_first(*args, **kwargs):
+        lead = 1 if args and isinstance(args[0], str) else 0  # an ND4J leading output name
+        args = list(args)
+        args[lead], args[lead + 1] = args[lead + 1], args[lead]
+        return fn(*args, **kwargs)
+    return labels_first
+
+
 def eager(name, *args, **kwargs):
-    return getattr(nd.loss, name)(*args, **kwargs)
+    return loss_call(nd.loss, name)(*args, **kwargs)
 
 
 # --- eager vs reference ------------------------------------------------------------------------
@@ -231,7 +252,7 @@ def _graph_loss(name, labels, preds, weights, mode, **params):
     lab = sd.placeholder("labels", labels.dtype, -1, *labels.shape[1:])
     pred = sd.placeholder("preds", preds.dtype, -1, *preds.shape[1:])
     w = None if weights is None else sd.placeholder("w", weights.dtype, -1)
-    out = getattr(sd.loss, name)(f"my_{name}", lab, pred, w, mode, **params)
+    out = loss_call(sd.loss, name)(f"my_{name}", lab, pred, w, mode, **params)
     feeds = {"labels": labels, "preds": preds, **({} if w is None else {"w": weights})}
     return sd, out, sd.output(feeds, out.name)[out.name]
 
@@ -324,7 +345,8 @@ def test_gradcheck(name, mode):
     sd = SameDiff.create()
     p = sd.var("preds", preds)
     w = sd.var("weights", rng.uniform(0.5, 2.0, 3))  # non-zero: the count is locally constant
-    getattr(sd.loss, name)(sd.constant("labels", labels), p, w, mode, **GRAD_PARAMS.get(name, {}))
+    loss_call(sd.loss, name)(sd.constant("labels", labels), p, w, mode,
+                             **GRAD_PARAMS.get(name, {}))
     result = check_gradients(sd)
     assert result.passed, str(result)
 

@@ -113,6 +113,26 @@ def test_seed_000_training_and_evaluation_classes_come_from_nd4py():
                                      nd.RegressionEvaluation, nd.EvaluationBinary))
 
 
+def test_seed_000_cross_entropy_takes_the_softmax_output_first():
+    samediff = seed_000_topology()
+    output = samediff.get_variable("output")
+    labels = samediff.placeHolder("labels", nd.FLOAT, -1, 10)  # the seed's (10,) one is unbatched
+    loss = samediff.loss.crossEntropy(output, labels)
+    samediff.setLossVariables(loss)
+    rng = np.random.default_rng(3)
+    x = rng.random((4, 784), dtype=np.float32)
+    y = np.eye(10, dtype=np.float32)[[1, 4, 4, 9]]
+    p = samediff.output({"input": x}, "output")["output"].numpy().astype(np.float64)
+    want = -np.log(p[np.arange(4), [1, 4, 4, 9]]).mean()  # mean over the batch
+    got = samediff.output({"input": x, "labels": y}, loss.name)[loss.name].item()
+    assert got == pytest.approx(want, rel=1e-5)
+    samediff.setTrainingConfig(TrainingConfig.Builder().updater(Adam(1e-2))
+                               .dataSetFeatureMapping("input").dataSetLabelsMapping("labels")
+                               .build())
+    history = samediff.fit((x, y), 20)  # the graph trains through the loss
+    assert history.lossCurve()[-1] < 0.5 * history.lossCurve()[0]
+
+
 def test_seed_004_data_type_enum():
     assert nd.DataType.FLOAT == nd.FLOAT == np.float32
     assert (nd.DataType.DOUBLE, nd.DataType.HALF, nd.DataType.LONG, nd.DataType.INT,
@@ -378,3 +398,74 @@ def test_class_style_udf_properties_and_errors():
         nd.SameDiff.create().doUdf(NotDecorated())
     with pytest.raises(nd.OpError, match="not a UserDefinedCustomOp subclass"):
         UserDefinedOp(int)
+
+
+def test_class_style_udf_with_two_outputs(tmp_path):
+    from samediff.udf import UserDefinedCustomOp, UserDefinedOp, unregister
+
+    @UserDefinedOp
+    class SumAndProduct(UserDefinedCustomOp):
+        def __init__(self, sameDiff=None, x=None, y=None):  # noqa: N803
+            super().__init__(sameDiff, [x, y] if x is not None else None)
+
+        def opName(self):
+            return "sum_and_product_class"
+
+        def getNumOutputs(self):
+            return 2
+
+        def exec(self):
+            x, y = self.inputArguments
+            self.outputArguments += [nd.add(x, y), nd.mul(x, y)]
+
+        def doDiff(self, grad):
+            x, y = self.inputArguments
+            g_sum, g_prod = grad
+            gx = [g for g in (g_sum, None if g_prod is None else g_prod * y) if g is not None]
+            gy = [g for g in (g_sum, None if g_prod is None else g_prod * x) if g is not None]
+            return [sum(gx[1:], gx[0]), sum(gy[1:], gy[0])]
+
+    try:
+        sd = nd.SameDiff.create()
+        x = sd.placeHolder("x", nd.DOUBLE, -1, 3)
+        y = sd.var("y", np.array([1.0, -2.0, 0.5]))
+        total, product = sd.doUdf(SumAndProduct(sd, x, y))
+        assert total.shape == product.shape == (-1, 3)
+        (total.sum() + 3.0 * product.sum()).markAsLoss()
+        feed = {"x": np.array([[2.0, 3.0, 4.0], [1.0, 1.0, 1.0]])}
+        got = sd.output(feed, total.name, product.name)
+        np.testing.assert_array_equal(got[total.name].numpy(), feed["x"] + [1.0, -2.0, 0.5])
+        np.testing.assert_array_equal(got[product.name].numpy(), feed["x"] * [1.0, -2.0, 0.5])
+        grads = sd.calculateGradients(feed, "x", "y")
+        np.testing.assert_allclose(grads["y"].numpy(), 2 + 3 * feed["x"].sum(axis=0))
+        np.testing.assert_allclose(grads["x"].numpy(), 1 + 3 * np.array([[1.0, -2.0, 0.5]] * 2))
+        sd.save(tmp_path / "two.sdnb")
+        again = nd.SameDiff.load(tmp_path / "two.sdnb")
+        np.testing.assert_array_equal(again.output(feed, product.name)[product.name].numpy(),
+                                      got[product.name].numpy())
+        s, p = nd.sum_and_product_class(nd.create([2.0]), nd.create([5.0]))  # eager: a tuple
+        assert (s.item(), p.item()) == (7.0, 10.0)
+
+        only_sum = nd.SameDiff.create()  # the product unused: doDiff gets None for it
+        v = only_sum.var("v", np.array([1.0, 2.0]))
+        only_sum.doUdf(SumAndProduct(only_sum, v, v))[0].sum().markAsLoss()
+        np.testing.assert_array_equal(only_sum.calculateGradients({}, "v")["v"].numpy(), [2, 2])
+    finally:
+        unregister("sum_and_product_class")
+
+    @UserDefinedOp
+    class WrongCount(UserDefinedCustomOp):
+        def opName(self):
+            return "wrong_count_class"
+
+        def getNumOutputs(self):
+            return 2
+
+        def exec(self):
+            self.outputArguments.append(self.inputArguments[0])
+
+    try:
+        with pytest.raises(nd.OpError, match=r"wrong_count_class: exec\(\) must append 2"):
+            nd.wrong_count_class(nd.create([1.0]))
+    finally:
+        unregister("wrong_count_class")

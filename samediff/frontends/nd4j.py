@@ -92,6 +92,27 @@ INPLACE = ("add", "sub", "mul", "div", "rsub", "rdiv")
 _SEQUENCE_KINDS = ("ints", "dims", "ints?", "nested")
 
 
+def snake_case(name: str) -> str:
+    """``"setLossVariables"`` -> ``"set_loss_variables"`` (ND4J's camelCase method names)."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def camel_case_method(obj: Any, name: str) -> Any:
+    """ND4J's spelling of a method ``obj`` has under its snake_case name: ``sd.setLossVariables``
+    is ``sd.set_loss_variables``; a getter of a property, ``sd.getLossVariables()``, returns
+    ``sd.loss_variables``. Raises ``AttributeError`` when there is none (explicit aliases such
+    as ``getArr = get_arr`` are still written out where they are documented)."""
+    snake = snake_case(name)
+    if snake != name:
+        attr = getattr(type(obj), snake, None)
+        if callable(attr):
+            return getattr(obj, snake)
+        if snake.startswith("get_") and isinstance(getattr(type(obj), snake[4:], None), property):
+            value = getattr(obj, snake[4:])
+            return lambda: value
+    raise AttributeError(name)
+
+
 def split_call(op: OpDef, args: tuple, kwargs: dict,
                leading_name: bool = False) -> tuple[list, dict, str | None]:
     """Split a call's arguments into (inputs, attrs, output name), the ND4J way.

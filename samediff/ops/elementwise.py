@@ -94,6 +94,22 @@ def _mish(x):
     return x * np.tanh(_softplus(x))
 
 
+def _floor_divide(x, y):
+    """numpy's floor_divide, except for an infinite operand against a finite nonzero one, where
+    the array API standard (and ``floor(x / y)``) gives ``inf // 2 == inf`` and
+    ``1 // -inf == -0.0`` (numpy and Python give nan and -1.0). Only arrays holding an infinity
+    pay for the fix-up."""
+    q = np.floor_divide(x, y)
+    if q.dtype.kind != "f":
+        return q
+    x_inf, y_inf = np.isinf(x), np.isinf(y)
+    if not (np.any(x_inf) or np.any(y_inf)):
+        return q
+    finite_nonzero = [np.isfinite(v) & (v != 0) for v in (x, y)]
+    special = (x_inf & finite_nonzero[1]) | (finite_nonzero[0] & y_inf)
+    return np.where(special, np.true_divide(x, y), q).astype(q.dtype, copy=False)
+
+
 def _relu(x, *, cutoff):
     if cutoff == 0.0:
         return np.maximum(x, 0)
@@ -272,8 +288,10 @@ binary("minimum", np.minimum, scalar=_infix("np.minimum({x}, {y})"), exact=True,
 binary("floor_mod", np.mod, unfused="no kernel expression yet: numpy's mod "
        "(sign of y, zero and infinite divisors)",
        doc="Remainder with the sign of ``y`` (Python ``%``).")
-binary("floor_div", np.floor_divide, unfused="no kernel expression yet: "
-       "numpy's floor_divide (zero and infinite divisors)", doc="Floor division (Python ``//``).")
+binary("floor_div", _floor_divide, unfused="no kernel expression yet: "
+       "numpy's floor_divide (zero and infinite divisors)",
+       doc="Floor division (Python ``//``); an infinity against a finite nonzero operand "
+           "follows the array API standard (``inf // 2 == inf``, ``1 // -inf == -0.0``).")
 elementwise("atan2", ["y", "x"], np.arctan2, scalar=_infix("math.atan2({x}, {y})"),
             doc="Elementwise ``atan(y / x)`` in the right quadrant.")
 binary("squared_difference", lambda x, y: np.square(np.subtract(x, y)),

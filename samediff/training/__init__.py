@@ -5,7 +5,7 @@
 ...                         feature_mapping=["x"], label_mapping=["y"])
 """
 from .config import TrainingConfig
-from .history import EpochRecord, History
+from .history import EpochRecord, History, LossCurve
 from .listeners import (CheckpointListener, EarlyStopping, LambdaListener, Listener,
                         ScoreListener)
 from .schedules import (CosineSchedule, CycleSchedule, ExponentialSchedule, FixedSchedule,
@@ -15,7 +15,7 @@ from .trainer import NonFiniteError
 from .updaters import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad, Momentum, Nadam,
                        Nesterovs, NoOp, RmsProp, Sgd, Updater)
 
-__all__ = ["TrainingConfig", "NonFiniteError", "History", "EpochRecord", "Listener",
+__all__ = ["TrainingConfig", "NonFiniteError", "History", "EpochRecord", "LossCurve", "Listener",
            "LambdaListener", "ScoreListener", "EarlyStopping", "CheckpointListener", "Schedule",
            "ScheduleType", "FixedSchedule", "StepSchedule", "ExponentialSchedule",
            "InverseSchedule", "PolySchedule", "SigmoidSchedule", "MapSchedule", "CycleSchedule",

@@ -1,8 +1,13 @@
 """``History``: what ``fit`` returns — per-epoch losses, metrics and timings."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
+
+import numpy as np
+
+from ..array import NDArray
 
 
 @dataclass
@@ -20,6 +25,45 @@ class EpochRecord:
     metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     iterations: int = 0
+
+
+class LossCurve(Sequence):
+    """ND4J's ``LossCurve``: one mean loss per epoch, also a sequence of floats.
+
+    >>> curve = LossCurve([0.9, 0.5])
+    >>> curve[-1], curve.lastMeanLoss(), curve.meanLoss(0), len(curve)
+    (0.5, 0.5, 0.9, 2)
+    """
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self._values = tuple(float(v) for v in values)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[float, ...]: ...
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._values[index]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def meanLoss(self, epoch: int) -> float:  # noqa: N802 - ND4J's names
+        """The mean loss of ``epoch`` (0-based; negative counts from the end)."""
+        return self._values[epoch]
+
+    def lastMeanLoss(self) -> float:  # noqa: N802
+        if not self._values:
+            raise IndexError("lastMeanLoss: the curve is empty (no epoch was trained)")
+        return self._values[-1]
+
+    def getLossValues(self) -> Any:  # noqa: N802
+        """The losses as a float64 NDArray of shape ``[epochs]``."""
+        return NDArray(np.array(self._values, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        return f"LossCurve({list(self._values)})"
 
 
 @dataclass
@@ -45,6 +89,17 @@ class History:
     @property
     def final_loss(self) -> float | None:
         return self.epochs[-1].loss if self.epochs else None
+
+    def loss_curve(self) -> LossCurve:
+        """ND4J's ``history.lossCurve()``: the mean training loss per epoch."""
+        return LossCurve(self.losses)
+
+    def validation_loss_curve(self) -> LossCurve:
+        """ND4J's ``validationLossCurve()``: the validation loss of the epochs that had one."""
+        return LossCurve([v for v in self.val_losses if v is not None])
+
+    lossCurve = loss_curve
+    validationLossCurve = validation_loss_curve
 
     def metric(self, name: str) -> list[float | None]:
         """One metric per epoch (``None`` where it was not measured)."""
