@@ -23,9 +23,10 @@ from samediff import (CorruptFileError, FormatVersionError, GradientError,  # no
                       SameDiff, SaveError, SDVariable, SerializationError, UnknownOpError,
                       UnknownVariableError, UnsafeFileError, VariableType, WeightInit, bind,
                       create)
-from samediff.dtypes import (BOOL, BYTE, DOUBLE, FLOAT, HALF, INT, LONG, SHORT, UBYTE,  # noqa: F401
-                             UINT16, UINT32, UINT64, bool_, float16, float32, float64, int8,
-                             int16, int32, int64, nd4j_name, to_dtype, uint8)
+from samediff.dtypes import (BOOL, BYTE, COMPLEX64, COMPLEX128, DOUBLE, FLOAT, HALF,  # noqa: F401
+                             INT, LONG, SHORT, UBYTE, UINT16, UINT32, UINT64, bool_, complex64,
+                             complex128, float16, float32, float64, int8, int16, int32, int64,
+                             nd4j_name, to_dtype, uint8)
 from samediff.dtypes import refused as _refused, unsupported as _unsupported
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
@@ -71,6 +72,7 @@ class _DataType:
     UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE = UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE
     INT8, INT16, INT32, INT64, UINT8 = BYTE, SHORT, INT, LONG, UBYTE
     FLOAT16 = HALF
+    COMPLEX64, COMPLEX128 = COMPLEX64, COMPLEX128  # not in ND4J: numpy's and the array API's
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -83,7 +85,8 @@ class _DataType:
 
     def values(self) -> list:
         """The supported types (ND4J's ``DataType.values()``)."""
-        return [FLOAT, DOUBLE, HALF, LONG, INT, SHORT, BYTE, UBYTE, UINT16, UINT32, UINT64, BOOL]
+        return [FLOAT, DOUBLE, HALF, LONG, INT, SHORT, BYTE, UBYTE, UINT16, UINT32, UINT64, BOOL,
+                COMPLEX64, COMPLEX128]
 
     def __repr__(self) -> str:
         return "nd4py.DataType"

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .binding import WEAK_SCALARS
 from .dtypes import DEFAULT_FLOAT, SUPPORTED, nd4j_name, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, TracingError
 from .ops import REGISTRY, OpDef, TensorType
@@ -26,7 +27,7 @@ from .surface import NdInt, OpSurface
 #: The active trace of this thread/context, or None (eager). Tracing sets it; nothing else does.
 CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_trace", default=None)
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = WEAK_SCALARS
 
 
 def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = None) -> Any:
@@ -430,6 +431,9 @@ class NDArray(OpSurface):
 
     def __int__(self) -> int:
         return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iu":

@@ -89,6 +89,12 @@ def grad(graph: Graph, losses: list[str], wrt: list[str],
     for node in reversed(forward):
         if any(o in needed for o in node.outputs):
             needed.update(node.inputs)
+    on_path = [n for n in graph.vars if n in depends and n in needed
+               and graph.vars[n].ttype.dtype.kind == "c"]
+    if on_path:  # the rules are written for real values (no conjugates, no Wirtinger calculus)
+        raise GradientError(f"the gradient flows through complex values {on_path[:3]}; "
+                            f"gradients are real-valued only: differentiate a real function "
+                            f"of real variables, with the complex part outside the path")
 
     # Rules also build gradients nobody asked for (of constants, literals): record into a
     # scratch copy, then keep only what the requested gradients need.

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-_SCALAR_TYPES = (bool, int, float, np.generic, str, type(None), np.dtype, type)
+#: Python scalars: weak operands (``float32_array * 2.0`` stays float32, ``* 1j`` complex64)
+WEAK_SCALARS = (bool, int, float, complex)
+_SCALAR_TYPES = (*WEAK_SCALARS, np.generic, str, type(None), np.dtype, type)
 
 
 def is_array_like(value: Any) -> bool:

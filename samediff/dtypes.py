@@ -28,9 +28,12 @@ UINT16 = np.dtype(np.uint16)
 UINT32 = np.dtype(np.uint32)
 UINT64 = np.dtype(np.uint64)
 BOOL = np.dtype(np.bool_)
+COMPLEX64 = np.dtype(np.complex64)
+COMPLEX128 = np.dtype(np.complex128)
 
 # numpy-style names
 float64, float32, float16 = DOUBLE, FLOAT, HALF
+complex64, complex128 = COMPLEX64, COMPLEX128
 int64, int32, int16, int8, uint8 = LONG, INT, SHORT, BYTE, UBYTE
 bool_ = BOOL
 
@@ -43,14 +46,12 @@ DEFAULT_INT = LONG
 _BY_NAME = {
     "double": DOUBLE, "float": FLOAT, "half": HALF, "long": LONG, "int": INT, "short": SHORT,
     "byte": BYTE, "ubyte": UBYTE, "uint16": UINT16, "uint32": UINT32, "uint64": UINT64,
-    "bool": BOOL,
+    "bool": BOOL, "complex64": COMPLEX64, "complex128": COMPLEX128,
 }
 _ND4J_NAME = {v: k.upper() for k, v in _BY_NAME.items()}
 SUPPORTED = frozenset(_BY_NAME.values())
-#: Types users ask for that nd4py refuses on purpose, and why (the op table, the compiled
-#: kernels and the gradient rules are real-valued; numpy has no native bfloat16).
+#: Types users ask for that nd4py refuses on purpose, and why (numpy has no native bfloat16).
 _REFUSED = {
-    "complex": "not supported (ops, compiled kernels and gradients are real-valued)",
     "bfloat16": "not supported (numpy has no native bfloat16; use HALF or FLOAT)",
 }
 

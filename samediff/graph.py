@@ -63,6 +63,24 @@ class SDVariable(GraphValue):
     def _info(self) -> Var:
         return self.sd.graph.vars[self._name]
 
+    @property
+    def sameDiff(self) -> "SameDiff":  # noqa: N802 - ND4J's field name
+        """The graph this variable belongs to (ND4J's ``sameDiff`` field; also ``.sd``)."""
+        return self.sd
+
+    def get_same_diff(self) -> "SameDiff":
+        """ND4J's ``getSameDiff()``: the graph this variable belongs to.
+
+        >>> import numpy as np
+        >>> from samediff import SameDiff
+        >>> sd = SameDiff.create()
+        >>> sd.var("v", np.ones(2)).getSameDiff() is sd
+        True
+        """
+        return self.sd
+
+    getSameDiff = get_same_diff
+
     def rename(self, new_name: str) -> "SDVariable":
         """Rename this variable (unique within its graph); returns self."""
         self.sd._rename(self._name, new_name)
@@ -119,12 +137,13 @@ class SDVariable(GraphValue):
 
     def gradient(self) -> "SDVariable":
         """The variable holding d(loss)/d(self) (built on first use, like ND4J). Placeholders
-        have none (seed 004: gradients are computed for VARIABLEs and ARRAYs);
-        ``sd.calculate_gradients(feed, "x")`` still differentiates with respect to an input."""
-        if self._info.vtype is VariableType.PLACEHOLDER:
-            raise GradientError(f"{self._name!r} is a PLACEHOLDER: placeholders have no gradient "
-                                f"variable; use sd.calculate_gradients(feed, {self._name!r}) for "
-                                f"d(loss)/d(input)")
+        and constants have none (seed 004: gradients are computed for VARIABLEs and ARRAYs);
+        ``sd.calculate_gradients(feed, "x")`` still differentiates with respect to either."""
+        vtype = self._info.vtype
+        if vtype in (VariableType.PLACEHOLDER, VariableType.CONSTANT):
+            raise GradientError(f"{self._name!r} is a {vtype.value}: {vtype.value.lower()}s have "
+                                f"no gradient variable; use sd.calculate_gradients(feed, "
+                                f"{self._name!r}) for d(loss)/d({self._name})")
         wrt = [v.name for v in self.sd.trainable_variables()]
         if self._name not in wrt:
             wrt.append(self._name)
@@ -419,7 +438,10 @@ class SameDiff:
             op = getattr(udf, "op", udf)
             op = get_op(op) if isinstance(op, str) else op
         out = self._record(op, list(inputs), properties, name)
-        return out if isinstance(out, tuple) else (out,)
+        outs = out if isinstance(out, tuple) else (out,)
+        if hasattr(udf, "udf_recorded"):  # the instance answers outputVariables() from now on
+            udf.udf_recorded(outs)
+        return outs
 
     doUdf = do_udf
 
@@ -488,8 +510,14 @@ class SameDiff:
             if info.value is not None:
                 values[name] = info.value.item() if info.ttype.weak else info.value
             elif info.vtype is VariableType.PLACEHOLDER and name not in values:
-                raise PlaceholderError(f"output: placeholder {name!r} ({info.ttype}) needs a "
-                                       f"value; pass it as output({{{name!r}: array}}, ...)")
+                # ND4J: a placeholder's array set with ph.set_array(a) is its value until a
+                # feed overrides it (already checked like a feed when it was set)
+                value = self._placeholder_arrays.get(name)
+                if value is None:
+                    raise PlaceholderError(f"output: placeholder {name!r} ({info.ttype}) needs "
+                                           f"a value; pass it as output({{{name!r}: array}}, "
+                                           f"...) or set it with ph.set_array(array)")
+                values[name] = value
         return values
 
     def __getattr__(self, name: str) -> Any:

@@ -11,11 +11,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from .array import explain_failure, type_of
+from .binding import WEAK_SCALARS
 from .errors import OpError
 from .ir import needed_nodes
 
 
-_WEAK = (bool, int, float)
+_WEAK = WEAK_SCALARS
 
 
 def _typed_weak(node: Any, args: list) -> bool:

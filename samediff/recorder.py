@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .array import NDArray, as_numpy, bind, type_of
-from .binding import is_array_like
+from .binding import WEAK_SCALARS, is_array_like
 from .errors import GraphError, OpError
 from .ir import Graph, VariableType
 from .ops import OpDef, TensorType
@@ -145,7 +145,7 @@ class GraphRecorder:
         if isinstance(x, GraphValue):
             return x.name
         taken = self.graph.vars.keys() | set(reserved)  # ``reserved``: the op's own outputs
-        if type(x) in (bool, int, float):  # weak literal, like 2.0 in x * 2.0 (not np.float64)
+        if type(x) in WEAK_SCALARS:  # weak literal, like 2.0 in x * 2.0 (not np.float64)
             name = self.graph.unique("literal", taken)
             self.graph.add_var(name, VariableType.CONSTANT, type_of(x), np.asarray(x))
             return name
@@ -182,6 +182,6 @@ def _is_pending(x: Any) -> bool:
 
 def _as_value(x: Any) -> Any:
     """Runtime-like value of a non-variable input, for type inference."""
-    if type(x) in (bool, int, float):
+    if type(x) in WEAK_SCALARS:
         return x
     return as_numpy(x)

@@ -110,6 +110,16 @@ class OpSurface:
         """Transpose (reverse all dims), like numpy's ``.T``."""
         return self.transpose()
 
+    @property
+    def real(self) -> Any:
+        """Real part, numpy's attribute (the ``real`` op: a new array, not a view)."""
+        return self._apply(REGISTRY["real"], [self], {})
+
+    @property
+    def imag(self) -> Any:
+        """Imaginary part, numpy's attribute (the ``imag`` op; zeros for real arrays)."""
+        return self._apply(REGISTRY["imag"], [self], {})
+
     # -- ND4J's metadata methods (numpy's are properties: ``dtype``, ``ndim``, ``size``) --------
     def data_type(self) -> np.dtype:
         """ND4J's ``dataType()``: the data type (``nd.DataType.FLOAT`` is ``nd.FLOAT``)."""

@@ -173,13 +173,24 @@ class UserDefinedCustomOp:
     its outputs as a tuple. Several outputs: ``getNumOutputs()`` returns their number,
     ``exec()`` appends them in order, ``calculateOutputShape()`` returns one shape per output
     (default: the broadcast shape for each) and ``doDiff(grad)`` receives one gradient per
-    output (``None`` for an output the loss does not use).
+    output (``None`` for an output the loss does not use). ND4J's third constructor argument
+    (``super().__init__(sd, [x], None)``) is accepted when None; ``args()``, ``arg()`` and,
+    after ``sd.doUdf(op)``, ``outputVariables()`` are ND4J's ``DifferentialFunction`` helpers.
     """
 
-    def __init__(self, sameDiff: Any = None, inputs: Sequence[Any] | None = None) -> None:
+    def __init__(self, sameDiff: Any = None, inputs: Sequence[Any] | None = None,
+                 tArguments: Any = None) -> None:
+        # ND4J's constructors take a third argument (t-arguments, or pre-made outputs); its
+        # seeds pass ``null``. Here properties carry the t-arguments and outputs come from
+        # ``sd.doUdf``, so only ``None`` has a meaning: anything else would be silently lost.
+        if tArguments is not None:
+            raise OpError(f"{type(self).__name__}: the third constructor argument (ND4J's "
+                          f"t-arguments/outputs) must be None, got {tArguments!r}; pass scalar "
+                          f"arguments as properties (propertiesForFunction) instead")
         self.sameDiff = sameDiff
         self.inputArguments: list[Any] = list(inputs or [])
         self.outputArguments: list[Any] = []
+        self._output_variables: tuple | None = None
 
     def opName(self) -> str:
         raise OpError(f"{type(self).__name__}: override opName() (the op's unique name)")
@@ -205,6 +216,36 @@ class UserDefinedCustomOp:
     def setPropertiesForFunction(self, props: Mapping[str, Any]) -> None:
         pass
 
+    def args(self) -> list:
+        """All input arguments, in order (ND4J ``DifferentialFunction.args()``).
+
+        >>> UserDefinedCustomOp(None, ["x", "y"]).args()
+        ['x', 'y']
+        """
+        return list(self.inputArguments)
+
+    def arg(self) -> Any:
+        """The first input argument (ND4J ``DifferentialFunction.arg()``)."""
+        if not self.inputArguments:
+            raise OpError(f"{type(self).__name__}.arg(): the op has no input arguments")
+        return self.inputArguments[0]
+
+    def outputVariables(self) -> list:
+        """The output variables ``sd.doUdf(op)`` recorded for this instance (ND4J
+        ``DifferentialFunction.outputVariables()``).
+
+        >>> from samediff.errors import OpError
+        >>> try:
+        ...     UserDefinedCustomOp(None, []).outputVariables()
+        ... except OpError as exc:
+        ...     print("sd.doUdf(op)" in str(exc))
+        True
+        """
+        if self._output_variables is None:
+            raise OpError(f"{type(self).__name__}.outputVariables(): the op has not been added "
+                          f"to a graph yet; call sd.doUdf(op) first")
+        return list(self._output_variables)
+
     def larg(self) -> Any:
         return self.inputArguments[0]
 
@@ -219,6 +260,10 @@ class UserDefinedCustomOp:
             raise OpError(f"{type(self).__name__}: op {name!r} is not registered from this "
                           f"class; decorate the class with @UserDefinedOp")
         return handle.op, list(self.inputArguments), dict(self.propertiesForFunction())
+
+    def udf_recorded(self, outputs: tuple) -> None:
+        """Called by ``sd.doUdf(instance)`` with the recorded outputs (``outputVariables()``)."""
+        self._output_variables = tuple(outputs)
 
 
 def UserDefinedOp(cls: type) -> type:  # noqa: N802 - ND4J's annotation name
@@ -238,6 +283,8 @@ def UserDefinedOp(cls: type) -> type:  # noqa: N802 - ND4J's annotation name
                       f"got {n_outputs!r}")
     params = [p for p in inspect.signature(cls.__init__).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][2:]
+    if cls.__init__ is UserDefinedCustomOp.__init__:
+        params = params[:1]  # the base's ``tArguments`` (ND4J's third argument) is no input
     properties = dict(proto.propertiesForFunction())
     inputs = tuple(p.name for p in params if p.name not in properties) or ("x",)
 

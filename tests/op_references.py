@@ -375,12 +375,16 @@ def arange_ref(start, stop=None, step=1.0, dtype=None):
     return build((n,), lambda i: start + i[0] * step)
 
 
-def reshape_ref(x, *, shape):
-    flat = list(x.flat)  # C order
+def reshape_ref(x, *, shape, order="c"):
+    # the k-th element in the order's reading sequence ('c': last index fastest, 'f': first)
+    # is written to the k-th position of the output in the same sequence
+    o = order.upper()
+    flat = [item(x, np.unravel_index(k, x.shape, order=o)) for k in range(x.size)]
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
         shape = tuple(len(flat) // known if d == -1 else d for d in shape)
-    return build(shape, lambda i: flat[int(np.ravel_multi_index(i, shape))] if shape else flat[0])
+    return build(shape, lambda i: flat[int(np.ravel_multi_index(i, shape, order=o))]
+                 if shape else flat[0])
 
 
 def permute_ref(x, *, dims):
@@ -506,3 +510,78 @@ def check_bernoulli(r, a):
     assert set(np.unique(vals).tolist()) <= {0.0, 1.0}
     p = a.get("p", 0.5)
     assert abs(vals.mean() - p) < 6 * math.sqrt(p * (1 - p) / r.size) + 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# Discrete Fourier transforms, from the definition X_k = sum_j x_j exp(-2 pi i j k / n)
+# --------------------------------------------------------------------------------------------
+
+def _dft_1d(v: list, inverse: bool, scale: float) -> list:
+    n, sign = len(v), (1 if inverse else -1)
+    return [scale * sum(v[j] * complex(math.cos(2 * math.pi * j * k / n),
+                                       sign * math.sin(2 * math.pi * j * k / n))
+                        for j in range(n)) for k in range(n)]
+
+
+def _scale(n: int, norm: str, inverse: bool) -> float:
+    if norm == "ortho":
+        return 1 / math.sqrt(n)
+    return 1 / n if (norm == "forward") != inverse else 1.0
+
+
+def _resized(v: list, n: int) -> list:
+    return (v + [0j] * n)[:n]
+
+
+def _hermitian_full(half: list, n: int) -> list:
+    """The length-n spectrum of a real signal whose first n // 2 + 1 entries are ``half``."""
+    h = _resized(half, n // 2 + 1)
+    return [h[k] if k <= n // 2 else h[n - k].conjugate() for k in range(n)]
+
+
+def _along(x: np.ndarray, axis: int, fn: Callable[[list], list]) -> np.ndarray:
+    moved = np.moveaxis(np.asarray(x, dtype=complex), axis, -1)
+    rows = [fn([complex(v) for v in row]) for row in moved.reshape(-1, moved.shape[-1])]
+    out = np.array(rows, dtype=complex).reshape(moved.shape[:-1] + (len(rows[0]),))
+    return np.moveaxis(out, -1, axis)
+
+
+def dft_ref(kind: str) -> Callable:
+    """Reference of the one-axis transform ``kind`` (fft, ifft, rfft, irfft, hfft, ihfft)."""
+    def one(v: list, n: Any, norm: str) -> list:
+        m = len(v)
+        if kind in ("fft", "ifft"):
+            n = m if n is None else n
+            return _dft_1d(_resized(v, n), kind == "ifft", _scale(n, norm, kind == "ifft"))
+        if kind in ("rfft", "ihfft"):
+            n = m if n is None else n
+            out = _dft_1d(_resized(v, n), kind == "ihfft", _scale(n, norm, kind == "ihfft"))
+            return out[: n // 2 + 1]
+        n = 2 * (m - 1) if n is None else n  # irfft, hfft: a half spectrum in, n reals out
+        inverse = kind == "irfft"
+        return [c.real for c in _dft_1d(_hermitian_full(v, n), inverse, _scale(n, norm, inverse))]
+
+    def ref(x: Any, *, n: Any = None, axis: int = -1, norm: str = "backward") -> np.ndarray:
+        out = _along(x, axis, lambda v: one(v, n, norm))
+        return out.real if kind in ("irfft", "hfft") else out
+    return ref
+
+
+def dftn_ref(kind: str) -> Callable:
+    """Reference of ``fftn``/``ifftn``/``rfftn``/``irfftn``: the one-axis transforms in turn,
+    the real one (r/ir) on the last of the axes."""
+    def ref(x: Any, *, s: Any = None, axes: Any = None, norm: str = "backward") -> np.ndarray:
+        x = np.asarray(x)
+        if axes is None:
+            axes = tuple(range(x.ndim - len(s), x.ndim)) if s is not None else tuple(range(x.ndim))
+        sizes = [None] * len(axes) if s is None else list(s)
+        plain = "ifft" if kind in ("ifftn", "irfftn") else "fft"
+        order = list(range(len(axes)))  # irfftn: the real (last) axis after the others
+        if kind == "rfftn":  # forward: the real axis first, then the complex ones
+            order = order[-1:] + order[:-1]
+        for i in order:
+            last = i == len(axes) - 1
+            one = kind[:-1] if last and kind in ("rfftn", "irfftn") else plain
+            x = dft_ref(one)(x, n=sizes[i], axis=axes[i], norm=norm)
+        return x
+    return ref

@@ -28,7 +28,7 @@ import numpy as np
 
 try:  # rootdir-relative import (tests/ is not a package) ...
     from op_references import (
-        arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
+        arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
         check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
@@ -38,7 +38,7 @@ try:  # rootdir-relative import (tests/ is not a package) ...
         squeeze_ref, stack_ref, tile_ref, truthy_block, u, unstack_ref, variance_of)
 except ImportError:  # ... or tests/ became one
     from .op_references import (
-        arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
+        arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
         check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
@@ -154,6 +154,11 @@ unary_op("neg", lambda v: -v, iv(2, 3), iv(3, 1, 2), iv(), dtypes=NUMERIC)
 unary_op("abs", abs, iv(2, 3), iv(4, 1), dtypes=NUMERIC)
 unary_op("sign", sign_of, iv(2, 3), iv(1, 5), dtypes=NUMERIC, smooth=False)  # zeros: jumps
 add_samples("sign", S([u(2, 2)], reference=pw(sign_of)))
+# complex parts, on real inputs (complex values: tests/test_complex.py)
+unary_op("real", lambda v: v, iv(2, 3), iv(3, 1), dtypes=NUMERIC)
+unary_op("imag", lambda v: 0 * v, iv(2, 3), iv(1, 4), dtypes=NUMERIC)
+unary_op("conj", lambda v: v, iv(2, 3), iv(3, 1), dtypes=NUMERIC)
+unary_op("angle", lambda v: math.atan2(0.0, v), pos(2, 3), -pos(3, 1))
 unary_op("exp", math.exp, u(2, 3), u(3, 1, 2))
 add_samples("exp", S([iv(2, 2)], reference=pw(math.exp), dtypes=INTS, out_dtype="float64"))
 unary_op("expm1", math.expm1, u(2, 3), np.array([1e-6, -3e-5, 2e-4, 0.5]))
@@ -175,6 +180,11 @@ unary_op("asin", math.asin, u(2, 3, lo=-0.95, hi=0.95), u(4, 1, lo=-0.5, hi=0.5)
 unary_op("acos", math.acos, u(2, 3, lo=-0.95, hi=0.95), u(4, 1, lo=-0.5, hi=0.5))
 unary_op("atan", math.atan, u(2, 3, lo=-5, hi=5), u(1, 2))
 unary_op("sinh", math.sinh, u(2, 3), u(3, 1))
+unary_op("asinh", math.asinh, u(2, 3, lo=-4, hi=4), u(3, 1), edges=EDGES)
+unary_op("acosh", math.acosh, u(2, 3, lo=1.2, hi=6), u(1, 4, lo=1.05, hi=2),
+         edges=[1.0, math.inf, math.nan])
+unary_op("atanh", math.atanh, u(2, 3, lo=-0.9, hi=0.9), u(4, 1, lo=-0.5, hi=0.5),
+         edges=[-0.0, 0.0, math.nan])
 unary_op("cosh", math.cosh, u(2, 3), u(3, 1))
 unary_op("tanh", math.tanh, u(2, 3, lo=-4, hi=4), u(3, 1))
 unary_op("floor", math.floor, away_from_int(2, 3), away_from_int(3, 1))
@@ -188,6 +198,8 @@ add_samples("round", *(S([a], reference=pw(round_half_away), smooth=False) for a
 unary_op("erf", math.erf, u(2, 3, lo=-3, hi=3), u(4, 1))
 _special = np.array([[0.0, np.nan, np.inf], [-np.inf, -1.5, 2.0]])
 unary_op("isnan", math.isnan, _special, u(2, 2), out_dtype="bool")
+unary_op("signbit", lambda v: math.copysign(1.0, v) < 0, _special, u(2, 2), out_dtype="bool",
+         edges=[-0.0, 0.0, -math.nan, math.nan])
 unary_op("isinf", math.isinf, _special, u(2, 2), out_dtype="bool")
 unary_op("isfinite", math.isfinite, _special, u(2, 2), out_dtype="bool")
 unary_op("logical_not", lambda v: not v, iv(2, 3, lo=-1, hi=1), iv(3, 1, lo=0, hi=1),
@@ -206,7 +218,8 @@ unary_op("softplus", lambda v: math.log1p(math.exp(v)), u(2, 3, lo=-6, hi=6),
          np.array([[-30.0], [-1e-3], [20.0], [30.0]]))
 unary_op("softsign", lambda v: v / (1 + abs(v)), u(2, 3, lo=-5, hi=5), u(3, 1))
 SAMPLES["relu"] = [
-    S([iv(2, 3)], reference=pw(lambda v, cutoff: v if v > cutoff else 0), dtypes=NUMERIC),
+    S([iv(2, 3)], reference=pw(lambda v, cutoff: v if v > cutoff else 0), dtypes=NUMERIC,
+      smooth=False),  # integers: zeros sit on the kink
     S([np.array([[-1.0, 0.2, 0.45], [0.55, 0.9, 3.0]])], {"cutoff": 0.5},
       pw(lambda v, cutoff: v if v > cutoff else 0)),
 ]
@@ -302,6 +315,11 @@ SAMPLES["floor_div"] = [
       reference=pw(lambda a, b: a / b if math.isinf(a / b) or a / b == 0
                    else float(math.floor(a / b))), smooth=False),
 ]
+SAMPLES["copysign"] = [
+    S([u(2, 3), u(3)], reference=pw(math.copysign)),
+    S([u(3, 1), np.array([-0.0, 0.0, -math.inf, math.nan])], reference=pw(math.copysign),
+      smooth=False),
+]
 SAMPLES["atan2"] = [
     S([u(3, 1), u(4)], reference=pw(math.atan2)),
     S([np.array([1.0, 1.0, -1.0, -1.0]), np.array([1.0, -1.0, 1.0, -1.0])],
@@ -358,6 +376,23 @@ SAMPLES["matmul"] = [
     S([u(2, 3, 2), u(1, 4, 3)], {"transpose_x": True, "transpose_y": True,
                                  "transpose_result": True}, matmul_ref),
     S([u(3), u(3, 4)], reference=matmul_ref),  # 1-D operand
+]
+def _cross_ref(a, b):
+    """Component k of a x b is a[k+1] b[k+2] - a[k+2] b[k+1] (indices mod 3), per vector of the
+    broadcast leading dims."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+
+    def component(i):
+        *lead, k = i
+        p, q = (*lead, (k + 1) % 3), (*lead, (k + 2) % 3)
+        return item(a, p) * item(b, q) - item(a, q) * item(b, p)
+    return build(shape, component)
+
+
+SAMPLES["cross"] = [
+    S([iv(2, 3), iv(2, 3)], reference=_cross_ref, dtypes=NUMERIC),
+    S([u(4, 1, 3), u(2, 3)], reference=_cross_ref),  # leading dims broadcast
 ]
 SAMPLES["tensor_mmul"] = [
     S([u(2, 3, 4), u(4, 3, 5)], {"dims_x": (1, 2), "dims_y": (1, 0)},
@@ -568,6 +603,7 @@ SAMPLES["reshape"] = [
     S([iv(2, 3, 4)], {"shape": (4, 6)}, reshape_ref, dtypes=NUMERIC),
     S([u(2, 3, 4)], {"shape": (6, -1)}, reshape_ref),
     S([u(3, 1)], {"shape": (1, 3, 1)}, reshape_ref),
+    S([u(2, 3, 4)], {"shape": (4, 6), "order": "f"}, reshape_ref),
 ]
 SAMPLES["permute"] = [
     S([iv(2, 3, 4)], {"dims": (2, 0, 1)}, permute_ref, dtypes=NUMERIC),
@@ -612,6 +648,19 @@ SAMPLES["split"] = [
     S([iv(6, 4)], {"num_or_sizes": (3,)}, split_ref, dtypes=NUMERIC),
     S([u(2, 7)], {"num_or_sizes": (2, -1, 1), "axis": 1}, split_ref),
     S([u(4, 6)], {"num_or_sizes": (2,), "axis": -1}, split_ref),
+]
+def _dynamic_partition_ref(x, p, *, num_partitions):
+    """Part i: the slices x[j] (j over p's indices, row-major) with p[j] == i, in order."""
+    slots = list(np.ndindex(*p.shape))
+    return tuple(np.array([x[j] for j in slots if p[j] == i], dtype=x.dtype).reshape(
+        (-1,) + x.shape[p.ndim:]) for i in range(num_partitions))
+
+
+SAMPLES["dynamic_partition"] = [
+    S([iv(5, 2), idx([1, 0, 2, 1, 1])], {"num_partitions": 3}, _dynamic_partition_ref,
+      dtypes=NUMERIC),
+    S([u(2, 3, 2), idx([[0, 2, 0], [0, 0, 2]], np.int32)], {"num_partitions": 3},
+      _dynamic_partition_ref),  # 2-D partitions; part 1 is empty
 ]
 SAMPLES["slice"] = [
     S([iv(4, 5)], {"begin": (1, 0), "size": (2, -1)}, slice_ref, dtypes=NUMERIC),
@@ -706,6 +755,26 @@ SAMPLES["pad_grad"] = [
     S([u(9, 4), u(2, 4)], {"paddings": ((3, 4), (0, 0)), "mode": "symmetric"}, pad_grad_ref),
     S([u(12), u(3)], {"paddings": ((4, 5),), "mode": "reflect"}, pad_grad_ref),  # re-reflected
 ]
+# --- Fourier transforms (real samples: the suite casts inputs to float32/float64) -----------
+def _spectrum_dtype(run: str) -> str:
+    return "complex64" if run == "float32" else "complex128"
+
+
+for _kind in ("fft", "ifft", "rfft", "ihfft"):
+    SAMPLES[_kind] = [S([u(2, 6)], {}, dft_ref(_kind), out_dtype=_spectrum_dtype),
+                      S([u(5, 3)], {"n": 4, "axis": 0, "norm": "ortho"}, dft_ref(_kind),
+                        out_dtype=_spectrum_dtype),
+                      S([u(7)], {"n": 9, "norm": "forward"}, dft_ref(_kind),
+                        out_dtype=_spectrum_dtype)]
+for _kind in ("irfft", "hfft"):
+    SAMPLES[_kind] = [S([u(2, 4)], {}, dft_ref(_kind)),
+                      S([u(3, 5)], {"n": 7, "axis": 0, "norm": "ortho"}, dft_ref(_kind)),
+                      S([u(6)], {"n": 6, "norm": "forward"}, dft_ref(_kind))]
+for _kind in ("fftn", "ifftn", "rfftn", "irfftn"):
+    _out = {} if _kind == "irfftn" else {"out_dtype": _spectrum_dtype}
+    SAMPLES[_kind] = [S([u(2, 3, 4)], {}, dftn_ref(_kind), **_out),
+                      S([u(4, 3, 2)], {"s": (3, 4), "axes": (0, 2), "norm": "ortho"},
+                        dftn_ref(_kind), **_out)]
 SAMPLES["split_like"] = [
     S([u(2, 6), u(2, 1), u(2, 3), u(2, 2)], {"axis": 1}, split_like_ref),
     S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),

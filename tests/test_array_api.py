@@ -32,7 +32,7 @@ def test_namespace_is_the_module_for_every_array_kind():
     assert xp.__array_api_version__ == "2024.12"
     assert (xp.e, xp.pi, xp.inf, xp.newaxis) == (math.e, math.pi, math.inf, None)
     assert math.isnan(xp.nan)
-    assert not hasattr(xp, "complex64")  # complex is refused, as everywhere in nd4py
+    assert xp.complex64 == np.complex64 and xp.complex128 == np.complex128
     info = xp.__array_namespace_info__()
     assert info.default_dtypes()["real floating"] == xp.float64
     assert set(info.dtypes(kind="integral").values()) == {xp.int8, xp.int16, xp.int32,
@@ -174,14 +174,20 @@ def test_promotion_of_operators_and_functions():
     assert xp.astype(i8, xp.float64).dtype == xp.float64 and xp.astype(i8, xp.int8, copy=False) is i8
 
 
-def test_creation_defaults_and_complex_refused():
+def test_creation_defaults_and_complex():
     assert xp.asarray([1.0, 2.0]).dtype == xp.float64 and xp.asarray([1, 2]).dtype == xp.int64
     assert xp.asarray(True).dtype == xp.bool and xp.full((2,), 3).dtype == xp.int64
     assert xp.full((2,), False).dtype == xp.bool and xp.arange(5).dtype == xp.int64
     assert xp.arange(0.0, 1.0, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75]
     assert xp.zeros((2, 3), dtype=xp.int32).dtype == xp.int32 and xp.empty(3).tolist() == [0.0] * 3
-    with pytest.raises(NdDTypeError, match="complex"):
-        xp.asarray([1j])
+    assert xp.asarray([1j]).dtype == xp.complex128 and xp.full((2,), 1j).dtype == xp.complex128
+    assert xp.linspace(0, 1j, 3).tolist() == [0j, 0.5j, 1j]
+    assert xp.result_type(xp.float32, xp.complex64, 1j) == xp.complex64
+    assert xp.result_type(xp.float64, xp.complex64) == xp.complex128
+    with pytest.raises(TypeError, match="does not promote"):
+        xp.result_type(xp.int32, xp.complex64)
+    assert xp.finfo(xp.complex64).dtype == xp.float32
+    assert xp.__array_namespace_info__().default_dtypes()["complex floating"] == xp.complex128
     with pytest.raises(ValueError):
         xp.asarray([1.0], copy=False)
 

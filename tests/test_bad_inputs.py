@@ -92,11 +92,10 @@ def test_eager_bad_attributes(call, pattern):
 
 @pytest.mark.parametrize("call", [
     lambda: nd.ones(2).cast("blah"),
-    lambda: nd.ones(2).cast("complex64"),
     lambda: nd.zeros(2, dtype="floaty"),
     lambda: nd.to_dtype("floaty"),
     lambda: nd.create([1, 2], dtype="quad"),
-    lambda: nd.create([1, 2], dtype=np.complex128),
+    lambda: nd.create([1, 2], dtype="bfloat16"),
     lambda: SameDiff.create().placeholder("p", "floaty", 2),
 ])
 def test_bad_dtype_names(call):
@@ -313,6 +312,6 @@ def test_set_array_bad_values_keep_old_value(sd):
     w = sd.get_variable("w")
     with pytest.raises(GraphError, match="shape"):
         w.set_array(np.ones(3, F32))
-    with pytest.raises(NdDTypeError):
+    with pytest.raises(GraphError, match="complex64 values do not convert safely"):
         w.set_array(np.ones((4, 2), np.complex64))
     np.testing.assert_array_equal(w.get_arr().numpy(), np.zeros((4, 2)))

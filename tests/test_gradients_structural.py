@@ -60,6 +60,7 @@ def from_samples(op, first_only=False):
 SHAPE = [
     case("reshape", u(2, 3, 2), shape=(3, -1)),
     case("reshape", u(3, 1), shape=(1, 3, 1), id="reshape-1"),
+    case("reshape", u(2, 3, 2), shape=(3, -1), order="f", id="reshape-f"),
     case("permute", u(2, 3, 2), dims=(2, 0, 1)), case("transpose", u(2, 3, 2)),
     case("expand_dims", u(2, 3), axis=1),
     case("expand_dims", u(2, 3), axis=-1, id="expand_dims-neg"),
@@ -79,6 +80,9 @@ SHAPE = [
     case("gather", u(4, 3), ix([[2, 0], [3, 3]])),  # repeated index: gradients add up
     case("gather", u(4, 3), ix([-1, 0, -1], np.int32), axis=1, id="gather-axis1"),
     case("gather", u(2, 3, 2), ix([[1, 0], [2, 1]]), axis=1, id="gather-rank3"),
+    case("dynamic_partition", u(5, 2), ix([1, 0, 2, 1, 1]), num_partitions=3),
+    case("dynamic_partition", u(2, 3, 2), ix([[0, 2, 0], [0, 0, 2]], np.int32), num_partitions=3,
+         id="dynamic_partition-2d-empty-part"),
     case("gather", u(2, 3, 2), ix([1, 1, 0]), axis=-1, id="gather-last"),
     case("gather", u(5), ix(2), id="gather-scalar"),
     case("scatter_add", u(5, 2), ix([1, 3, 1]), u(3, 2)),
@@ -120,6 +124,7 @@ LINALG = [
     case("tensor_mmul", u(3), u(2), dims_x=(), dims_y=(), id="tensor_mmul-outer"),
     case("dot", u(3, 4), u(3, 4)), case("dot", u(3, 4), u(4), dims=(1,), id="dot-dims"),
     case("dot", u(3, 4), u(1, 4), dims=(0,), id="dot-broadcast"),
+    case("cross", u(2, 3), u(2, 3)), case("cross", u(4, 1, 3), u(2, 3), id="cross-broadcast"),
 ]
 
 NN = [
@@ -155,7 +160,10 @@ def build(op, inputs, attrs):
     outs = result if isinstance(result, tuple) else (result,)
     loss = None
     for k, out in enumerate(outs):
-        term = (out * sd.constant(f"W{k}", RNG.standard_normal(out.shape))).sum()
+        if any(d < 0 for d in out.shape):  # sizes known only at run time (dynamic_partition)
+            term = (out * out).sum()
+        else:
+            term = (out * sd.constant(f"W{k}", RNG.standard_normal(out.shape))).sum()
         loss = term if loss is None else loss + term
     loss.mark_as_loss()
     return sd
@@ -258,6 +266,10 @@ def _bn(sd, h, b):
 DYNAMIC = [
     ("reshape", lambda sd, h, b: h.reshape(-1, 3, 1)),
     ("flatten-f", lambda sd, h, b: sd.shape.flatten(h, order="f")),
+    ("reshape-f", lambda sd, h, b: sd.reshape(h, "f", 3, -1)),
+    ("cross", lambda sd, h, b: sd.math.cross(h, b)),
+    ("dynamic_partition", lambda sd, h, b: sd.dynamicPartition(
+        h, sd.cast(h[:, 0] > 0.5, dtype=np.int32), 2)[1]),
     ("squeeze", lambda sd, h, b: sd.shape.squeeze(h.reshape(-1, 1, 3), axis=(1,))),
     ("expand_dims", lambda sd, h, b: sd.shape.expand_dims(h, 0)),
     ("transpose", lambda sd, h, b: h.T), ("permute", lambda sd, h, b: h.permute(1, 0)),
@@ -321,6 +333,7 @@ SECOND = [
     ("slice", lambda sd, v: v[1:, ::2] ** 2),
     ("concat", lambda sd, v: sd.shape.concat([v * v, v], axis=1) ** 2),
     ("reshape", lambda sd, v: sd.nn.softmax(v.reshape(-1))),
+    ("cross", lambda sd, v: sd.math.cross(v, v * v + v[::-1])),
     ("batch_norm", lambda sd, v: sd.nn.batch_norm(v * v, v[0], v[1] * v[1] + 1.0, v[0], v[1])),
 ]
 

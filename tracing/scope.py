@@ -23,8 +23,10 @@ from .trace import Trace
 class GraphScope:
     """Records the ops of a block into a graph; ``end()`` (or leaving ``with``) runs it.
 
-    A scope opened while another is active on the same thread joins it: its ops become part
-    of the outer trace, which runs when the outer scope ends.
+    Scopes do not nest (ND4J: "Nested GraphScope traces on the same thread are not
+    supported"): ``begin()`` while another scope, or a compiled function's trace, is active
+    on this thread raises ``TracingError``. A compiled function called inside a scope is
+    inlined into it instead.
     """
 
     def __init__(self, name: str | None = None) -> None:
@@ -34,7 +36,6 @@ class GraphScope:
         self.name = name
         self._trace: Trace | None = None
         self._token: Any = None
-        self._joined = False
         self._done: Trace | None = None
         self._out_slots: tuple[int, ...] = ()
         self.plan: Any = None
@@ -47,26 +48,26 @@ class GraphScope:
         if self._trace is not None:
             raise TracingError(f"{self.name}: begin() called twice")
         outer = CURRENT_TRACE.get()
-        self._joined = outer is not None
-        self._trace = outer if outer is not None else Trace(owner=self.name)
-        if not self._joined:
-            self._token = CURRENT_TRACE.set(self._trace)
+        if outer is not None:
+            # Joining the outer trace would leave this scope's arrays lazy after its end(),
+            # against ND4J's contract that end() materializes them; refuse, as ND4J does.
+            raise TracingError(f"{self.name}: begin() while {outer.owner} is still tracing on "
+                               f"this thread; nested graph scopes are not supported (ND4J). "
+                               f"End the outer scope first, or record these ops in it directly")
+        self._trace = Trace(owner=self.name)
+        self._token = CURRENT_TRACE.set(self._trace)
         return self
 
     def end(self) -> "GraphScope":
         """Stop tracing; plan (or fetch the cached plan), execute, materialize."""
         trace = self._close()
-        if self._joined:
-            return self
         self.plan, self._out_slots = trace.finish()
         self._done = trace
         return self
 
     def abort(self) -> None:
         """Discard the trace without executing anything (arrays from it become unusable)."""
-        trace = self._close()
-        if not self._joined:
-            trace.discard()
+        self._close().discard()
 
     def close(self) -> None:
         """ND4J's ``close()`` (what try-with-resources calls): discard a trace still open
@@ -78,8 +79,7 @@ class GraphScope:
         if self._trace is None:
             raise TracingError(f"{self.name}: end() without begin()")
         trace, self._trace = self._trace, None
-        if not self._joined:
-            CURRENT_TRACE.reset(self._token)
+        CURRENT_TRACE.reset(self._token)
         return trace
 
     def __enter__(self) -> "GraphScope":
@@ -102,8 +102,7 @@ class GraphScope:
     def graph(self) -> SameDiff:
         """The traced graph as a SameDiff (after the scope ended)."""
         if self._done is None:
-            raise TracingError(f"{self.name}: the graph is available after the scope ends"
-                               + (" (this scope joined an outer one)" if self._joined else ""))
+            raise TracingError(f"{self.name}: the graph is available after the scope ends")
         return self._done.to_samediff(self._out_slots)
 
     def summary(self) -> str:

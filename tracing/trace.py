@@ -14,6 +14,7 @@ from typing import Any, Hashable
 import numpy as np
 
 from samediff.array import NDArray, as_numpy, type_of
+from samediff.binding import WEAK_SCALARS
 from samediff.compiler.cache import PLAN_CACHE, get_plan
 from samediff.errors import NdDTypeError, OpError, TracingError
 from samediff.graph import SameDiff
@@ -22,7 +23,7 @@ from samediff.ops import OpDef, TensorType, get_op
 
 from .lazy import PENDING, LazyArray
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = WEAK_SCALARS
 _WEAK_TYPES = {t: type_of(t(1)) for t in _PY_SCALARS}  # a Python scalar's type depends on its class only
 
 

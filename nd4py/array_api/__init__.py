@@ -16,11 +16,16 @@ SameDiff graph for a graph variable — no op is defined here. Names map onto op
 yet (``bitwise_*``, ``nextafter``, ``take_along_axis``) run numpy on the buffers: eager only,
 and refused inside a trace with a ``TracingError``.
 
-Dtypes are numpy dtypes; promotion is the standard's (numpy 2 / NEP 50: Python scalars are
-weak; mixing kinds, or int64 with uint64, raises in ``result_type``). Defaults: float64 and
-int64, as numpy (``nd.create`` keeps ND4J's float32 default). Complex dtypes are refused, as
-everywhere in nd4py; so the namespace has no ``complex64``/``complex128`` and ``fft``/``linalg``
-extensions are not provided. One device: ``"cpu"``.
+Dtypes are numpy dtypes, complex64/complex128 included; promotion is the standard's (numpy 2
+/ NEP 50: Python scalars are weak; mixing kinds, or int64 with uint64, raises in
+``result_type``). Defaults: float64, complex128 and int64, as numpy (``nd.create`` keeps
+ND4J's float32 default). Extensions: ``linalg`` and ``fft``. One device: ``"cpu"``.
+
+Libraries that dispatch on ``__array_namespace__`` take nd4py arrays and return them:
+scikit-learn with ``array_api_dispatch=True`` and SciPy with ``SCIPY_ARRAY_API=1``
+(``tests/test_array_api_libraries.py``). For them the namespace also accepts two numpy call
+forms beyond the standard, ``where(condition)`` (``nonzero``) and ``diff(x, n)``, and
+``unique_*`` return sorted values, as numpy's ``np.unique`` does.
 """
 from __future__ import annotations
 
@@ -30,13 +35,16 @@ from typing import Any
 
 from samediff.surface import set_array_namespace
 
-from . import _elementwise, linalg  # noqa: F401
+from . import _elementwise, fft, linalg  # noqa: F401
 from ._core import (  # noqa: F401
+    DEFAULT_COMPLEX,
     DEFAULT_FLOAT,
     DEFAULT_INDEX,
     DEFAULT_INT,
     DTYPES,
     bool,
+    complex64,
+    complex128,
     float32,
     float64,
     int8,
@@ -135,7 +143,7 @@ class _Info:
         return ["cpu"]
 
     def default_dtypes(self, *, device: Any = None) -> dict:
-        return {"real floating": DEFAULT_FLOAT, "complex floating": None,
+        return {"real floating": DEFAULT_FLOAT, "complex floating": DEFAULT_COMPLEX,
                 "integral": DEFAULT_INT, "indexing": DEFAULT_INDEX}
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict:
@@ -158,5 +166,5 @@ def _namespace(api_version: str | None) -> Any:
 set_array_namespace(_namespace)
 
 __all__ = sorted(n for n in globals() if not n.startswith("_") and n not in (
-    "annotations", "math", "sys", "Any", "set_array_namespace", "DTYPES", "DEFAULT_FLOAT",
+    "annotations", "math", "sys", "Any", "set_array_namespace", "DTYPES", "DEFAULT_COMPLEX", "DEFAULT_FLOAT",
     "DEFAULT_INT", "DEFAULT_INDEX")) + ["__array_api_version__", "__array_namespace_info__"]

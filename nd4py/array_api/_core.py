@@ -22,18 +22,21 @@ from samediff.errors import TracingError
 from samediff.ops import REGISTRY
 from samediff.surface import OpSurface
 
-# -- dtypes (the standard's; complex is refused as everywhere in nd4py) ---------------------
+# -- dtypes (the standard's) ------------------------------------------------------------------
 bool = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 float32, float64 = np.dtype(np.float32), np.dtype(np.float64)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 #: The standard's default dtypes here (numpy's: Python floats become float64).
 DEFAULT_FLOAT, DEFAULT_INT, DEFAULT_INDEX = float64, int64, int64
+DEFAULT_COMPLEX = complex128
 
 DTYPES = {"bool": bool, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
           "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
-          "float32": float32, "float64": float64}
+          "float32": float32, "float64": float64, "complex64": complex64,
+          "complex128": complex128}
 
 _PY_SCALARS = (int, float, complex)
 

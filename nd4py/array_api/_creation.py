@@ -11,7 +11,7 @@ from samediff import NDArray
 from samediff.dlpack import from_dlpack as _from_dlpack
 from samediff.dtypes import SUPPORTED, unsupported
 
-from ._core import DEFAULT_FLOAT, DEFAULT_INT, as_dtype, is_array, op
+from ._core import DEFAULT_COMPLEX, DEFAULT_FLOAT, DEFAULT_INT, as_dtype, is_array, op
 
 _DEVICES = (None, "cpu")
 
@@ -32,6 +32,8 @@ def _scalar_dtype(value: Any) -> np.dtype:
         return DEFAULT_INT
     if isinstance(value, float):
         return DEFAULT_FLOAT
+    if isinstance(value, complex):
+        return DEFAULT_COMPLEX
     if is_array(value):
         return value.dtype
     raise TypeError(f"cannot infer a dtype from {type(value).__name__} {value!r}")
@@ -64,6 +66,8 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = N
         arr = np.asarray(obj, dtype=want)
         if want is None and arr.dtype.kind == "f" and arr.dtype != DEFAULT_FLOAT:
             arr = arr.astype(DEFAULT_FLOAT)
+        elif want is None and arr.dtype.kind == "c" and arr.dtype != DEFAULT_COMPLEX:
+            arr = arr.astype(DEFAULT_COMPLEX)
     if arr.dtype not in SUPPORTED:
         raise unsupported(arr.dtype, "asarray: ")
     return NDArray(arr)
@@ -83,8 +87,6 @@ def _number(value: Any) -> Any:
     """A fill value as the ``value`` attribute (a number: bools become 0/1)."""
     if is_array(value):
         value = value.item()
-    if isinstance(value, complex):
-        raise TypeError("complex fill values are not supported (nd4py arrays are real)")
     return int(value) if isinstance(value, builtins.bool) else value
 
 
@@ -148,7 +150,8 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
 def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: Any = None,
              endpoint: builtins.bool = True) -> Any:
     _device(device)
-    dt = as_dtype(dtype) or DEFAULT_FLOAT
+    complex_ends = isinstance(start, complex) or isinstance(stop, complex)
+    dt = as_dtype(dtype) or (DEFAULT_COMPLEX if complex_ends else DEFAULT_FLOAT)
     if endpoint:
         return op("linspace", [], start=start, stop=stop, num=int(num), dtype=dt)
     if num == 0:

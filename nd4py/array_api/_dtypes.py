@@ -19,7 +19,7 @@ _KINDS = {
     "integral": lambda d: d.kind in "iu",
     "real floating": lambda d: d.kind == "f",
     "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iuf",
+    "numeric": lambda d: d.kind in "iufc",
 }
 
 
@@ -36,12 +36,13 @@ def isdtype(dtype: Any, kind: Any) -> builtins.bool:
 
 
 def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """The standard's promotion of two dtypes; mixing kinds (bool, integers, floats) or
-    int64 with uint64 is not defined there and raises ``TypeError``."""
+    """The standard's promotion of two dtypes; mixing kinds (bool, integers, floating) or
+    int64 with uint64 is not defined there and raises ``TypeError`` (real and complex
+    floating mix: float64 with complex64 is complex128)."""
     kinds = {a.kind, b.kind}
     out = np.promote_types(a, b)
-    if ("b" in kinds and len(kinds) > 1) or ("f" in kinds and kinds & set("iu")) or \
-            (out.kind == "f" and "f" not in kinds):
+    if ("b" in kinds and len(kinds) > 1) or (kinds & set("fc") and kinds & set("iu")) or \
+            (out.kind in "fc" and not kinds & set("fc")):
         raise TypeError(f"the array API standard does not promote {a} with {b}")
     return out
 
@@ -59,9 +60,11 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
         if isinstance(s, builtins.bool):
             ok = True
         elif isinstance(s, int):
-            ok = out.kind in "iuf"
+            ok = out.kind in "iufc"
         elif isinstance(s, float):
-            ok = out.kind == "f"
+            ok = out.kind in "fc"
+        elif isinstance(s, complex):
+            ok = out.kind == "c"
         else:
             ok = False
         if not ok:
@@ -98,13 +101,14 @@ class iinfo_object:
 
 
 def finfo(type: Any, /) -> finfo_object:
-    """Machine limits of a floating type: bits, eps, max, min, smallest_normal, dtype."""
+    """Machine limits of a floating type: bits, eps, max, min, smallest_normal, dtype (for a
+    complex type, those of its real parts, as the standard says)."""
     dt = dtype_of(type)
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise ValueError(f"finfo needs a floating dtype, got {dt}")
     f = np.finfo(dt)
     return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min),
-                        float(f.smallest_normal), dt)
+                        float(f.smallest_normal), np.dtype(f.dtype))
 
 
 def iinfo(type: Any, /) -> iinfo_object:

@@ -18,13 +18,15 @@ UNARY = {
     "log": "log", "log1p": "log1p", "log2": "log2", "logical_not": "logical_not",
     "negative": "neg", "sign": "sign", "sin": "sin", "sinh": "sinh", "sqrt": "sqrt",
     "square": "square", "tan": "tan", "tanh": "tanh", "reciprocal": "reciprocal",
+    "acosh": "acosh", "asinh": "asinh", "atanh": "atanh", "conj": "conj", "real": "real",
+    "imag": "imag", "signbit": "signbit",
 }
 BINARY = {
     "add": "add", "atan2": "atan2", "divide": "div", "equal": "eq",
     "greater": "gt", "greater_equal": "gte", "less": "lt", "less_equal": "lte",
     "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
     "maximum": "maximum", "minimum": "minimum", "multiply": "mul", "not_equal": "neq",
-    "pow": "pow", "remainder": "floor_mod", "subtract": "sub",
+    "pow": "pow", "remainder": "floor_mod", "subtract": "sub", "copysign": "copysign",
 }
 #: standard name -> numpy function run eagerly (no op yet; refused inside a trace).
 EAGER = {
@@ -91,9 +93,13 @@ def trunc(x: Any, /) -> Any:
 
 
 def round(x: Any, /) -> Any:
-    """Round half to even (the ``round`` op rounds half away from zero)."""
+    """Round half to even (the ``round`` op rounds half away from zero); complex values
+    round their real and imaginary parts."""
     if _integral(x):
         return positive(x)
+    if np.dtype(x.dtype).kind == "c":
+        real, imag = round(op("real", [x])), round(op("imag", [x]))
+        return op("add", [op("cast", [real], dtype=x.dtype), op("mul", [imag, 1j])])
     r = op("floor", [op("add", [x, 0.5])])
     tie = op("eq", [op("sub", [r, x]), 0.5])
     odd = op("eq", [op("floor_mod", [r, 2.0]), 1.0])
@@ -111,22 +117,18 @@ def log10(x: Any, /) -> Any:
     return op("div", [op("log", [x]), math.log(10.0)])
 
 
-def acosh(x: Any, /) -> Any:
-    out = op("log", [op("add", [x, op("sqrt", [op("sub", [op("square", [x]), 1.0])])])])
-    return op("where", [op("lt", [x, 1.0]), op("full_like", [out], value=math.nan), out])
-
-
-def asinh(x: Any, /) -> Any:
-    a = op("abs", [x])
-    y = op("log", [op("add", [a, op("sqrt", [op("add", [op("square", [a]), 1.0])])])])
-    return op("where", [op("eq", [x, 0]), x, op("where", [op("lt", [x, 0]), op("neg", [y]), y])])
-
-
-def atanh(x: Any, /) -> Any:
-    return op("mul", [op("log1p", [op("div", [op("mul", [x, 2.0]), op("sub", [1.0, x])])]), 0.5])
+def _operands(x1: Any, x2: Any) -> tuple[Any, Any]:
+    """A Python scalar operand as a 0-d array of the other operand's dtype (the standard's
+    promotion), so functions composed of several ops keep that dtype throughout."""
+    if not hasattr(x1, "dtype"):
+        x1 = op("full", [], shape=(), value=x1, dtype=x2.dtype)
+    if not hasattr(x2, "dtype"):
+        x2 = op("full", [], shape=(), value=x2, dtype=x1.dtype)
+    return x1, x2
 
 
 def hypot(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = _operands(x1, x2)
     a, b = op("abs", [x1]), op("abs", [x2])
     hi, lo = op("maximum", [a, b]), op("minimum", [a, b])
     ratio = op("where", [op("eq", [hi, 0]), op("zeros_like", [hi]), op("div", [lo, hi])])
@@ -141,18 +143,6 @@ def logaddexp(x1: Any, x2: Any, /) -> Any:
     return op("where", [op("eq", [x1, x2]), op("add", [hi, math.log(2.0)]), out])
 
 
-def signbit(x: Any, /) -> Any:
-    if _integral(x):
-        return op("lt", [x, 0])
-    negative_zero = op("logical_and", [op("eq", [x, 0]), op("lt", [op("div", [1.0, x]), 0])])
-    return op("logical_or", [op("lt", [x, 0]), negative_zero])
-
-
-def copysign(x1: Any, x2: Any, /) -> Any:
-    a = op("abs", [x1])
-    return op("where", [signbit(x2), op("neg", [a]), a])
-
-
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
     out = x
     if min is not None:
@@ -162,19 +152,5 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
     return out if out is not x else positive(x)
 
 
-def conj(x: Any, /) -> Any:
-    return positive(x)  # real arrays only (complex is refused)
-
-
-def real(x: Any, /) -> Any:
-    return positive(x)
-
-
-def imag(x: Any, /) -> Any:
-    return op("zeros_like", [x])
-
-
 FUNCTIONS.update({f.__name__: f for f in (
-    positive, ceil, floor, trunc, round, floor_divide, log10, acosh, asinh, atanh, hypot,
-    logaddexp, signbit,
-    copysign, clip, conj, real, imag)})
+    positive, ceil, floor, trunc, round, floor_divide, log10, hypot, logaddexp, clip)})

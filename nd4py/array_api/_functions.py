@@ -85,6 +85,8 @@ def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool)
     if dt is not None and dt != x.dtype:
         x = op("cast", [x], dtype=dt)
     out = op(name, [x], axis=axis)
+    if out.dtype != x.dtype:  # numpy widens small integers (uint8 -> uint64): keep dtype=
+        out = op("cast", [out], dtype=x.dtype)
     if include_initial:
         shape = list(x.shape)
         shape[axis] = 1
@@ -120,7 +122,13 @@ def argmin(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return _arg("argmin", x, axis, keepdims)
 
 
-def where(condition: Any, x1: Any, x2: Any, /) -> Any:
+def where(condition: Any, x1: Any = None, x2: Any = None, /) -> Any:
+    """The ``where`` op; ``where(condition)`` alone is ``nonzero(condition)``, as in numpy and
+    torch (scikit-learn's ``roc_curve`` calls ``xp.where(mask)[0]``)."""
+    if x1 is None and x2 is None:
+        return nonzero(condition)
+    if x1 is None or x2 is None:
+        raise TypeError("where: give both x1 and x2, or neither (then it is nonzero)")
     return op("where", [condition, x1, x2])
 
 
@@ -162,20 +170,36 @@ UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
 UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices")
 
 
+def _unique(what: str, x: Any, index: bool, inverse: bool, counts: bool) -> Any:
+    """``numpy.unique`` on the buffer: values sorted ascending (numpy 2.3's ``unique_*`` no
+    longer sort, and libraries such as scikit-learn rely on sorted classes), NaNs distinct
+    (the standard's ``equal_nan=False``), inverse indices in the shape of ``x``."""
+    def run(a: np.ndarray) -> Any:
+        out = np.unique(a, return_index=index, return_inverse=inverse, return_counts=counts,
+                        equal_nan=False)
+        if not isinstance(out, tuple):
+            return out
+        out = list(out)
+        if inverse:
+            out[1 + index] = out[1 + index].reshape(a.shape)
+        return tuple(out)
+    return eager(what, run, x)
+
+
 def unique_values(x: Any, /) -> Any:
-    return eager("unique_values", lambda a: np.unique_values(a), x)
+    return _unique("unique_values", x, False, False, False)
 
 
 def unique_counts(x: Any, /) -> UniqueCountsResult:
-    return UniqueCountsResult(*eager("unique_counts", lambda a: tuple(np.unique_counts(a)), x))
+    return UniqueCountsResult(*_unique("unique_counts", x, False, False, True))
 
 
 def unique_inverse(x: Any, /) -> UniqueInverseResult:
-    return UniqueInverseResult(*eager("unique_inverse", lambda a: tuple(np.unique_inverse(a)), x))
+    return UniqueInverseResult(*_unique("unique_inverse", x, False, True, False))
 
 
 def unique_all(x: Any, /) -> UniqueAllResult:
-    return UniqueAllResult(*eager("unique_all", lambda a: tuple(np.unique_all(a)), x))
+    return UniqueAllResult(*_unique("unique_all", x, True, True, True))
 
 
 # -- manipulation ----------------------------------------------------------------------------
@@ -307,8 +331,10 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
     return eager("take_along_axis", np.take_along_axis, x, indices, axis=axis)
 
 
-def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None,
+def diff(x: Any, /, n: int = 1, *, axis: int = -1, prepend: Any = None,
          append: Any = None) -> Any:
+    """The standard's ``diff`` (``n`` also positional, numpy's order: scikit-learn's
+    ``roc_curve`` calls ``xp.diff(fps, 2)``)."""
     axis = normalize_axis(axis, ndim(x))
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
@@ -338,9 +364,11 @@ def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
-    """Dot product of vectors along ``axis`` (real arrays: no conjugation); keeps the dtype."""
+    """Dot product of vectors along ``axis``, ``sum(conj(x1) * x2)``; keeps the dtype."""
     if ndim(x1) == 0 or ndim(x2) == 0 or x1.shape[axis] != x2.shape[axis]:
         raise ValueError(f"vecdot: shapes {x1.shape} and {x2.shape} differ along axis {axis}")
+    if np.dtype(x1.dtype).kind == "c":
+        x1 = op("conj", [x1])
     prod = op("mul", [x1, x2])
     out = op("sum", [prod], dims=(normalize_axis(axis, ndim(prod)),))
     return out if out.dtype == prod.dtype else op("cast", [out], dtype=prod.dtype)

@@ -46,7 +46,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     if ord == -math.inf:
         return op("min", [a], **kw)
     if ord == 0:
-        return op("cast", [op("sum", [op("neq", [x, 0])], **kw)], dtype=x.dtype)
+        return op("cast", [op("sum", [op("neq", [x, 0])], **kw)], dtype=a.dtype)  # real
     if ord == 1:
         return op("sum", [a], **kw)
     if ord == 2:
@@ -56,8 +56,9 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
 
 def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     if ord == "fro":
-        return op("sqrt", [op("sum", [op("square", [x])], dims=(ndim(x) - 2, ndim(x) - 1),
-                                 keep_dims=keepdims or None)])
+        squares = op("square", [op("abs", [x])])  # |x|^2: real for complex x too
+        return op("sqrt", [op("sum", [squares], dims=(ndim(x) - 2, ndim(x) - 1),
+                              keep_dims=keepdims or None)])
     return eager("linalg.matrix_norm", lambda a: np.linalg.matrix_norm(a, keepdims=keepdims,
                                                                       ord=ord), x)
 

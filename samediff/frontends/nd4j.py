@@ -59,6 +59,7 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "scatter_add": "scatterAdd",
     "scatter_update": "scatterUpdate",
     "broadcast_to": "broadcast",
+    "dynamic_partition": "dynamicPartition",
     # creation and random
     "full": "valueArrayOf",
     "zeros_like": "zerosLike",
@@ -76,6 +77,7 @@ NAMESPACES: dict[str, Namespace] = {
     "math": Namespace(("math",)),
     "nn": Namespace(("nn",)),
     "linalg": Namespace(("linalg",)),
+    "fft": Namespace(("fft",)),
     "base": Namespace(("base", "shape")),
     "shape": Namespace(("shape",), eager=False),
     "random": Namespace(("random",), eager=False),
@@ -210,9 +212,24 @@ def _layer_norm_overload(args: tuple) -> tuple:
     return (x, 1.0 if gain is None else gain, bias, *(dims or [-1]))
 
 
+def _reshape_overload(args: tuple) -> tuple:
+    """ND4J's ``INDArray.reshape(order, shape...)``: a leading ``'c'`` (row-major) or ``'f'``
+    (column-major) order char before the sizes, or before one sequence of them, becomes the
+    ``order`` attribute (``x.reshape('f', 2, 3)`` is ``reshape(x, (2, 3), 'f')``)."""
+    if len(args) < 3 or not (isinstance(args[1], str) and args[1].lower() in ("c", "f")):
+        return args  # nd4py's own order: reshape(x, sizes...) / reshape(x, shape, order)
+    x, order, *sizes = args
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+        sizes = list(sizes[0])
+    if any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) for d in sizes):
+        raise OpError(f"reshape: expected reshape(order, sizes...) with 'c'/'f' and int sizes, "
+                      f"got {(order, *sizes)!r}")
+    return (x, tuple(int(d) for d in sizes), order.lower())
+
+
 #: ND4J overloads that reorder arguments: op name -> positional args (after a leading output
 #: name) rewritten to the op's own order, when the call matches the ND4J pattern.
-OVERLOADS = {"layer_norm": _layer_norm_overload}
+OVERLOADS = {"layer_norm": _layer_norm_overload, "reshape": _reshape_overload}
 
 
 #: numpy's keywords -> the attribute they name when the op has no attribute of their own name.

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..binding import WEAK_SCALARS
 from ..dtypes import SUPPORTED
 from ..ops import REGISTRY
 from .common import Frontend, Namespace
@@ -48,18 +49,20 @@ UFUNCS: dict[str, str | tuple[str, ...]] = {
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
     "maximum": "maximum", "minimum": "minimum", "floor_divide": "floor_div",
     "remainder": "floor_mod", "divmod": ("floor_div", "floor_mod"), "arctan2": "atan2",
+    "copysign": "copysign",
     "negative": "neg", "absolute": "abs", "sign": "sign", "square": "square",
     "reciprocal": "reciprocal", "matmul": "matmul",
     # exponentials, logarithms, trigonometry
     "exp": "exp", "expm1": "expm1", "exp2": "exp2", "log": "log", "log1p": "log1p",
     "log2": "log2", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan",
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
-    "tanh": "tanh", "floor": "floor", "ceil": "ceil",
+    "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+    "floor": "floor", "ceil": "ceil", "conjugate": "conj",
     # comparisons and logic
     "equal": "eq", "not_equal": "neq", "greater": "gt", "greater_equal": "gte", "less": "lt",
     "less_equal": "lte", "logical_and": "logical_and", "logical_or": "logical_or",
     "logical_xor": "logical_xor", "logical_not": "logical_not",
-    "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite",
+    "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite", "signbit": "signbit",
 }
 
 
@@ -130,12 +133,21 @@ FUNCTIONS: dict[str, tuple[Fn, ...]] = {
                   axis="axis")
     + fn("cumprod", "a, axis, dtype, out", required=("axis",), axis=("axis", int)),
     "linalg.norm": fn("norm2", "x, ord, axis, keepdims", {"ord": "fro"}, **_REDUCE),
+    # Fourier transforms
+    **{f"fft.{n}": fn(n, "a, n, axis, norm, out", n="n", axis="axis", norm="norm") for n in (
+        "fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
+    **{f"fft.{n}": fn(n, "a, s, axes, norm, out", s=("s", tuple), axes=("axes", tuple),
+                             norm="norm")
+       for n in ("fftn", "ifftn", "rfftn", "irfftn")},
     # elementwise functions that are not ufuncs
     "clip": fn("clip_by_value", "a, a_min, a_max, out, min, max", when=_floating,
                defaults={"clip_min": -_INF, "clip_max": _INF},
                a_min=("clip_min", float), a_max=("clip_max", float),
                min=("clip_min", float), max=("clip_max", float)),
     "where": fn("where", "condition, x, y"),
+    "real": fn("real", "val"),
+    "imag": fn("imag", "val"),
+    "angle": fn("angle", "z, deg", {"deg": False}),
     # linear algebra
     "dot": fn("matmul", "a, b, out", when=lambda xs: all(1 <= _ndim(x) <= 2 for x in xs)),
     # shapes
@@ -329,7 +341,7 @@ def _run(apply: Callable, ops: tuple[str, ...], inputs: list, attrs: dict, dtype
     if dtype is not None:
         cast = REGISTRY["cast"]
         inputs = [apply(cast, [x], {"dtype": np.dtype(dtype)})
-                  if not isinstance(x, (bool, int, float)) else x for x in inputs]
+                  if not isinstance(x, WEAK_SCALARS) else x for x in inputs]
     results = tuple(apply(REGISTRY[op], inputs, attrs) for op in ops)
     if out is None or all(o is None for o in out):
         return results[0] if len(results) == 1 else results

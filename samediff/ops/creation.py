@@ -106,12 +106,12 @@ define("zeros", [], _shape_infer, lambda *, shape, dtype: np.zeros(shape, dtype)
 define("ones", [], _shape_infer, lambda *, shape, dtype: np.ones(shape, dtype),
        attrs=_SHAPE_DTYPE, **_NEW, doc="Array of ones of ``shape`` (default dtype float32).")
 define("full", [], _shape_infer, lambda *, shape, value, dtype: np.full(shape, value, dtype),
-       attrs={"shape": (Attr.INTS, REQUIRED), "value": (Attr.FLOAT, REQUIRED),
+       attrs={"shape": (Attr.INTS, REQUIRED), "value": (Attr.NUMBER, REQUIRED),
               "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="Array of ``shape`` filled with ``value`` (cast to ``dtype``, default float32).")
 define("linspace", [], _linspace_infer,
        lambda *, start, stop, num, dtype: np.linspace(start, stop, num, dtype=dtype),
-       attrs={"start": (Attr.FLOAT, REQUIRED), "stop": (Attr.FLOAT, REQUIRED),
+       attrs={"start": (Attr.NUMBER, REQUIRED), "stop": (Attr.NUMBER, REQUIRED),
               "num": (Attr.INT, REQUIRED), "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="``num`` evenly spaced values from ``start`` to ``stop``, both included.")
 define("arange", [], _arange_infer, _arange,
@@ -131,5 +131,5 @@ define("ones_like", ["x"], _like_infer, lambda x, *, dtype: np.ones_like(x, dtyp
        doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("full_like", ["x"], _like_infer,
        lambda x, *, value, dtype: np.full_like(x, value, dtype=dtype),
-       attrs={"value": (Attr.FLOAT, REQUIRED), **_OPT_DTYPE}, type_only=True, **_NEW,
+       attrs={"value": (Attr.NUMBER, REQUIRED), **_OPT_DTYPE}, type_only=True, **_NEW,
        doc="``value`` with the shape of ``x`` and its dtype unless ``dtype`` is given.")

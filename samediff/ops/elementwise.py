@@ -175,6 +175,17 @@ unary("neg", np.negative, scalar=lambda e, x: f"(-{x})", exact=True,
 unary("abs", np.abs, scalar=lambda e, x: f"abs({x})", exact=True, doc="Elementwise absolute value.")
 unary("sign", np.sign, unfused="no kernel expression yet: numpy's results for NaN and +-0 need "
       "a chain of selects", doc="Elementwise sign (-1, 0, 1).")
+# complex parts: fresh arrays (numpy's real/imag of a complex array are views into it); on
+# real inputs real/conj are the identity, imag is 0 and angle 0 or pi
+unary("real", lambda x: np.array(np.real(x)), scalar=lambda e, x: f"({x})", exact=True,
+      doc="Real part (the identity on real inputs).")
+unary("imag", lambda x: np.array(np.imag(x)), unfused="0 for real inputs (not 0 * x: that "
+      "is NaN at infinity); complex values are not fused",
+      doc="Imaginary part (zeros on real inputs).")
+unary("conj", np.conjugate, scalar=lambda e, x: f"({x})", exact=True,
+      doc="Complex conjugate (the identity on real inputs).")
+unary("angle", np.angle, unfused="complex argument (atan2 of the parts); complex values are "
+      "not fused", doc="Argument of each value in radians (0 or pi on real inputs).")
 unary("exp", np.exp, scalar=_fn("exp"), doc="Elementwise ``e**x``.")
 unary("expm1", np.expm1, scalar=_fn("expm1"), doc="Elementwise ``exp(x) - 1``, accurate near 0.")
 unary("log", np.log, scalar=_fn("log"), doc="Elementwise natural logarithm.")
@@ -195,6 +206,11 @@ unary("atan", np.arctan, scalar=_math("atan"), doc="Elementwise inverse tangent.
 unary("sinh", np.sinh, scalar=_math("sinh"), doc="Elementwise hyperbolic sine.")
 unary("cosh", np.cosh, scalar=_math("cosh"), doc="Elementwise hyperbolic cosine.")
 unary("tanh", np.tanh, scalar=_fn("tanh"), doc="Elementwise hyperbolic tangent.")
+unary("asinh", np.arcsinh, scalar=_math("asinh"), doc="Elementwise inverse hyperbolic sine.")
+unary("acosh", np.arccosh, scalar=_math("acosh"),
+      doc="Elementwise inverse hyperbolic cosine (NaN below 1).")
+unary("atanh", np.arctanh, scalar=_math("atanh"),
+      doc="Elementwise inverse hyperbolic tangent (+-inf at +-1, NaN beyond).")
 unary("floor", np.floor, scalar=_np("floor"), exact=True, doc="Elementwise floor.")
 unary("ceil", np.ceil, scalar=_np("ceil"), exact=True, doc="Elementwise ceiling.")
 unary("round", _round_half_away, unfused="no kernel expression yet: halves away from zero "
@@ -207,6 +223,8 @@ unary("isinf", np.isinf, scalar=_np("isinf"), exact=True,
       doc="Elementwise infinity test (bool result).")
 unary("isfinite", np.isfinite, scalar=_np("isfinite"), exact=True,
       doc="Elementwise finiteness test (bool result).")
+unary("signbit", np.signbit, scalar=lambda e, x: f"(math.copysign(1.0, {x}) < 0.0)", exact=True,
+      doc="Elementwise sign bit (True for -0.0 and negative NaNs too; bool result).")
 unary("logical_not", np.logical_not, scalar=lambda e, x: f"(not {x})", exact=True,
       doc="Elementwise logical not (bool result).")
 unary("log2", np.log2, scalar=_math("log2"), grad=lambda x, y, g, a: g / (x * _LN2),
@@ -292,6 +310,8 @@ binary("floor_div", _floor_divide, unfused="no kernel expression yet: "
        "numpy's floor_divide (zero and infinite divisors)",
        doc="Floor division (Python ``//``); an infinity against a finite nonzero operand "
            "follows the array API standard (``inf // 2 == inf``, ``1 // -inf == -0.0``).")
+binary("copysign", np.copysign, scalar=_infix("math.copysign({x}, {y})"), exact=True,
+       doc="Elementwise ``|x|`` with the sign bit of ``y``.")
 elementwise("atan2", ["y", "x"], np.arctan2, scalar=_infix("math.atan2({x}, {y})"),
             doc="Elementwise ``atan(y / x)`` in the right quadrant.")
 binary("squared_difference", lambda x, y: np.square(np.subtract(x, y)),

@@ -74,7 +74,7 @@ def numel(shape: Shape) -> int:
 # Dtype probing
 # --------------------------------------------------------------------------------------------
 
-_WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}
+_WEAK_SAMPLE = {"c": 1.0 + 1.0j, "f": 1.0, "i": 1, "u": 1, "b": True}
 
 
 @functools.lru_cache(maxsize=16384)

@@ -59,9 +59,11 @@ def _inside(x: Any, lo: float, hi: float) -> Any:
 
 
 # --- unary math -------------------------------------------------------------------------------
-for _name in ("sign", "floor", "ceil", "round"):
+for _name in ("sign", "floor", "ceil", "round", "imag", "angle"):
     defgrad(_name, zero_grad)
 unary_grad("neg", lambda x, y, g, a: -g)
+unary_grad("real", lambda x, y, g, a: g)  # real inputs only: complex paths are refused
+unary_grad("conj", lambda x, y, g, a: g)
 unary_grad("abs", lambda x, y, g, a: g * x.sign())
 unary_grad("exp", lambda x, y, g, a: g * y)
 unary_grad("expm1", lambda x, y, g, a: g * (y + 1.0))
@@ -80,8 +82,11 @@ unary_grad("atan", lambda x, y, g, a: g / (1.0 + x * x))
 unary_grad("sinh", lambda x, y, g, a: g * x.cosh())
 unary_grad("cosh", lambda x, y, g, a: g * x.sinh())
 unary_grad("tanh", lambda x, y, g, a: g * (1.0 - y * y))
+unary_grad("asinh", lambda x, y, g, a: g * (x * x + 1.0).rsqrt())
+unary_grad("acosh", lambda x, y, g, a: g * (x * x - 1.0).rsqrt())
+unary_grad("atanh", lambda x, y, g, a: g / (1.0 - x * x))
 unary_grad("erf", lambda x, y, g, a: _TWO_OVER_SQRT_PI * g * (-(x * x)).exp())
-nondifferentiable("isnan", "isinf", "isfinite", "logical_not")
+nondifferentiable("isnan", "isinf", "isfinite", "logical_not", "signbit")
 
 # --- activations ------------------------------------------------------------------------------
 
@@ -162,6 +167,8 @@ binary_grad("minimum", lambda x, y, out, g: _extremum(x, y, g, x < y))
 binary_grad("floor_mod", lambda x, y, out, g: (g, -g * (x // y)))
 defgrad("floor_div", zero_grad)
 binary_grad("atan2", _atan2)
+# copysign(x, y) = +-x: the sign flips x's gradient where it flipped x; y only moves a sign bit
+binary_grad("copysign", lambda x, y, out, g: (op.where(out == x, g, -g), op.zeros_like(y)))
 binary_grad("squared_difference", _squared_difference)
 nondifferentiable("eq", "neq", "gt", "gte", "lt", "lte", "logical_and", "logical_or",
                   "logical_xor")

@@ -76,7 +76,13 @@ def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-_unary("reshape", lambda x, g, a: op.reshape_like(g, x))
+def _reshape(x: Any, g: Any, a: Any) -> Any:
+    if a.order.upper() == "F":  # an 'f' reshape is a 'c' reshape between transposes
+        return op.transpose(op.reshape_like(op.transpose(g), op.transpose(x)))
+    return op.reshape_like(g, x)
+
+
+_unary("reshape", _reshape)
 _unary("squeeze", lambda x, g, a: op.reshape_like(g, x))
 _unary("flatten", _flatten)
 _unary("permute", lambda x, g, a: op.permute(g, dims=_inverse(a.dims)))
@@ -149,7 +155,24 @@ def _scatter_update(ins: list, outs: list, gs: list, a: Any) -> list:
     return [op.scatter_update(g, idx, op.zeros_like(upd)), None, won]
 
 
+def _dynamic_partition(ins: list, outs: list, gs: list, a: Any) -> list:
+    """The inverse, ND4J/TensorFlow's dynamic stitch: number x's slices 0..n-1, partition the
+    numbers like x, and scatter each part's gradient back to its numbers' rows."""
+    x, p = ins
+    flat_p = op.flatten(p)
+    number = op.cumsum(op.ones_like(flat_p)) - 1
+    where = op.dynamic_partition(number, flat_p, num_partitions=a.num_partitions)
+    # zeros with one row per slice: x's slices all in one part (x's shape with p's dims
+    # flattened, even where those dims are known only at run time)
+    rows = op.zeros_like(x) if len(p.shape) == 1 else op.dynamic_partition(
+        op.zeros_like(x), op.zeros_like(p), num_partitions=1)[0]
+    for idx, g in zip(where, gs):
+        rows = op.scatter_add(rows, idx, g)
+    return [op.reshape_like(rows, x), None]
+
+
 defgrad("gather", _gather)
+defgrad("dynamic_partition", _dynamic_partition)
 defgrad("scatter_add", lambda ins, outs, gs, a: [gs[0], None, op.gather(gs[0], ins[1])])
 defgrad("scatter_update", _scatter_update)
 

@@ -1,4 +1,4 @@
-"""Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``) and dot.
+"""Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``), dot and cross.
 
 All products run through numpy's BLAS-backed ``matmul``/``tensordot``; no Python loops.
 """
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .call import op
 from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
-from .registry import define
+from .registry import TensorType, define
 
 Shape = tuple[int, ...]
 
@@ -115,3 +116,36 @@ define("dot", ["x", "y"],
        _dot, attrs={"dims": (Attr.DIMS, None)}, namespace="linalg",
        doc="``sum(x * y)`` over ``dims`` after broadcasting (ND4J semantics; dims=None "
            "reduces everything to a scalar).")
+
+
+# --- cross ------------------------------------------------------------------------------------
+
+def _cross_infer(types: list[TensorType], a) -> TensorType:
+    x, y = types
+    for what, t in (("a", x), ("b", y)):
+        if t.rank == 0 or t.shape[-1] not in (3, -1):
+            raise ValueError(f"cross needs 3-vectors along the last dim; {what} has shape "
+                             f"{tuple(t.shape)} (last dim must be 3)")
+        if t.dtype.kind not in "iuf":
+            raise ValueError(f"cross needs int or float operands; {what} is {t.dtype}")
+    try:
+        shape = broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise ValueError(f"cross: the leading dims of a (shape {tuple(x.shape)}) and b (shape "
+                         f"{tuple(y.shape)}) cannot be broadcast together") from None
+    # numpy's cross is products and differences of the operands: their promoted dtype
+    return TensorType(shape[:-1] + (3,), np.result_type(x.dtype, y.dtype))
+
+
+def _cross_grad(ins: list, outs: list, gs: list, a) -> list:
+    # d/da sum(g . (a x b)) = b x g and d/db = g x a (the triple product is cyclic); summed
+    # back over the dims each operand was broadcast along
+    x, y = ins
+    g = gs[0]
+    return [op.reduce_to_like(op.cross(y, g), x), op.reduce_to_like(op.cross(g, x), y)]
+
+
+define("cross", ["a", "b"], _cross_infer, lambda a, b: np.cross(a, b, axis=-1),
+       namespace="math", grad=_cross_grad,
+       doc="Cross product of 3-vectors along the last dim (leading dims broadcast), ND4J's "
+           "``sd.math.cross(a, b)``: ``[a1*b2 - a2*b1, a2*b0 - a0*b2, a0*b1 - a1*b0]``.")

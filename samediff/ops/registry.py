@@ -86,6 +86,16 @@ def _float(v: Any) -> float:
     return float(v)
 
 
+def _number(v: Any) -> float | complex:
+    """A real or complex number (``full``'s fill value); ``{"complex": [re, im]}`` is the JSON
+    form of a complex one."""
+    if isinstance(v, dict) and set(v) == {"complex"}:
+        return complex(*v["complex"])
+    if isinstance(v, (complex, np.complexfloating)):
+        return complex(v)
+    return _float(v)
+
+
 def _bool(v: Any) -> bool:
     if not isinstance(v, (bool, np.bool_)):
         raise TypeError(f"expected a bool, got {v!r}")
@@ -153,6 +163,7 @@ class Attr:
 
     INT = AttrKind("int", _int)
     FLOAT = AttrKind("float", _float)
+    NUMBER = AttrKind("number", _number)  # real or complex
     BOOL = AttrKind("bool", _bool)
     STR = AttrKind("str", _str)
     INTS = AttrKind("ints", _ints)
@@ -174,6 +185,8 @@ def encode_attr(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, tuple):
         return [encode_attr(v) for v in value]
+    if isinstance(value, complex):
+        return {"complex": [value.real, value.imag]}
     return value
 
 
@@ -225,7 +238,7 @@ class RowKernel:
 
 #: The op groups (an op's ``namespace``): semantic families. Which front-end namespace shows
 #: which groups (``sd.nn``, ``nd.base``...) is each front end's table (``samediff/frontends``).
-GROUPS = ("base", "math", "nn", "linalg", "random", "shape", "creation", "udf")
+GROUPS = ("base", "math", "nn", "linalg", "fft", "random", "shape", "creation", "udf")
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,6 +258,8 @@ class OpDef:
     reduction: bool = False          # reduces input 0 over ``dims`` (None = all), ``keep_dims``
     random: bool = False             # draws from the global generator: never folded or deduped
     multi_output: bool = False       # results are always a tuple (split, unstack), even of one
+    value_shaped: bool = False       # output sizes depend on input values (dynamic_partition):
+                                     # inferred as -1, known only once the op runs
     type_only: bool = False          # the value depends only on the inputs' types (ones_like)
     view: bool = False               # the eager result may share input 0's buffer (reshape,
                                      # slicing...): in-place updates through it write through

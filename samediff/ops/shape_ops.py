@@ -128,10 +128,17 @@ def _flatten_infer(types: list[TensorType], a: Any) -> TensorType:
 _SHAPE = {"namespace": "shape"}
 _VIEW = {**_SHAPE, "view": True}  # numpy returns a view of the input (no copy)
 
-define("reshape", ["x"], lambda t, a: _like(t[0], _reshape_shape(t[0].shape, a.shape)),
-       lambda x, *, shape: np.reshape(x, _reshape_shape(np.shape(x), shape)),
-       attrs={"shape": (Attr.INTS, REQUIRED)}, **_VIEW,
-       doc="Same elements in a new shape (C order); one size may be -1 (inferred).")
+def _reshape_infer(types: list[TensorType], a: Any) -> TensorType:
+    _check_order(a.order)
+    return _like(types[0], _reshape_shape(types[0].shape, a.shape))
+
+
+define("reshape", ["x"], _reshape_infer,
+       lambda x, *, shape, order: np.reshape(x, _reshape_shape(np.shape(x), shape),
+                                             order=_check_order(order)),
+       attrs={"shape": (Attr.INTS, REQUIRED), "order": (Attr.STR, "c")}, **_VIEW,
+       doc="Same elements in a new shape, read and written in 'c' (row-major) or 'f' "
+           "(column-major) order (ND4J's ``reshape(order, shape...)``); one size may be -1.")
 define("permute", ["x"], _permute_infer, _permute, attrs={"dims": (Attr.INTS, REQUIRED)}, **_VIEW,
        doc="Reorder the dims: output dim i is input dim ``dims[i]``.")
 define("transpose", ["x"], lambda t, a: _like(t[0], t[0].shape[::-1]), np.transpose, **_VIEW,
@@ -336,6 +343,42 @@ define("scatter_update", ["ref", "indices", "updates"], _scatter_infer, _scatter
        **_SHAPE,
        doc="Copy of ``ref`` with rows at ``indices`` (axis 0) replaced by ``updates``; the last "
            "duplicate wins.")
+
+
+# --- dynamic_partition -----------------------------------------------------------------------
+# Its parts' sizes depend on the partition values, not only on shapes: the parts' leading dim
+# is unknown (-1) until the op runs, as the IR allows; the gradient stitches them back
+# (grads_structural.py).
+
+def _dynamic_partition_infer(types: list[TensorType], a: Any) -> list[TensorType]:
+    x, p = types
+    _check_int(p, "partitions")
+    if a.num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {a.num_partitions}")
+    prefix = x.shape[:p.rank]
+    if p.rank > x.rank or any(d >= 0 and e >= 0 and d != e for d, e in zip(p.shape, prefix)):
+        raise ValueError(f"partitions of shape {tuple(p.shape)} must match the leading dims "
+                         f"of x (shape {tuple(x.shape)})")
+    return [_like(x, (-1,) + x.shape[p.rank:])] * a.num_partitions
+
+
+def _dynamic_partition(x, partitions, *, num_partitions):
+    x, p = np.asarray(x), _int_indices(partitions, "partitions")
+    if p.shape != x.shape[:p.ndim]:
+        raise ValueError(f"partitions of shape {p.shape} must match the leading dims of x "
+                         f"(shape {x.shape})")
+    if p.size and (p.min() < 0 or p.max() >= num_partitions):
+        raise IndexError(f"partition values must be in [0, {num_partitions}) "
+                         f"(num_partitions), got values in [{p.min()}, {p.max()}]")
+    return tuple(x[p == i] for i in range(num_partitions))  # row-major order within a part
+
+
+define("dynamic_partition", ["x", "partitions"], _dynamic_partition_infer, _dynamic_partition,
+       attrs={"num_partitions": (Attr.INT, REQUIRED)}, multi_output=True, value_shaped=True,
+       **_SHAPE,
+       doc="Split the slices of ``x`` over ``partitions``' dims into ``num_partitions`` parts: "
+           "part i holds, in order, the slices whose partition value is i (ND4J/TensorFlow "
+           "``dynamicPartition``); a part's leading size is known only when the op runs.")
 
 
 # --- tile / repeat / broadcast_to / pad / reverse / one_hot -----------------------------------
