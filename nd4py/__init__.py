@@ -37,8 +37,12 @@ from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
 from samediff.namespaces import OpNamespace, op_namespaces
-from tracing import (CompiledFunction, GraphScope, LazyArray, RetraceWarning,  # noqa: F401
-                     cache_stats, clear_cache, compile, graph_scope, set_cache_size)
+from tracing import (CompiledFunction, CompiledGraphFunction, GraphScope,  # noqa: F401
+                     LazyArray, RetraceWarning, cache_stats, clear_cache, compile, graph_scope,
+                     set_cache_size)
+
+#: ND4J's name of the traced proxy (seed 001)
+LazyINDArray = LazyArray
 
 from samediff.evaluation import (ROC, Evaluation, EvaluationBinary,  # noqa: F401
                                  RegressionEvaluation, ROCBinary, ROCMultiClass)

@@ -114,6 +114,8 @@ class SDVariable(GraphValue):
         value = self._info.value
         if value is None:
             value = self.sd._placeholder_arrays.get(self._name)
+        if value is None and self.sd._executed and self._info.vtype is VariableType.ARRAY:
+            return self.eval()  # after sd.exec(), as ND4J: from the kept placeholder values
         if value is None and enforce_existence:
             raise GraphError(f"getArr(true): {self._name!r} is a {self._info.vtype.value} with no "
                              f"value; compute it with eval() or output(...)")
@@ -190,6 +192,7 @@ class SameDiff:
         self._train_step_cache: Any = None  # (config key, graph state, TrainStep) of the last fit
         self._updater_state = UpdaterState()
         self._placeholder_arrays: dict[str, np.ndarray] = {}  # ph.set_array(a), ND4J
+        self._executed = False  # sd.exec() ran: ARRAY variables' getArr() computes them
         attach_namespaces(self)
 
     @classmethod
@@ -491,6 +494,44 @@ class SameDiff:
 
     outputSingle = output_single
 
+    def exec(self, placeholders: Mapping[str, Any] | None = None,
+             *outputs: Any) -> dict[str, NDArray]:
+        """ND4J's ``exec``: ``output`` for the named variables, or for every ARRAY variable
+        when none is named (the seeds' execute-everything ``sd.exec()``). The placeholder
+        values are kept, as ``set_array`` keeps them, and ``v.getArr()`` of an ARRAY variable
+        then returns its value computed from them.
+
+        >>> import nd4py as nd
+        >>> sd = nd.SameDiff.create()
+        >>> y = sd.var("x", nd.create([1.0, 2.0])).mul(3.0)
+        >>> sorted(sd.exec())
+        ['mul']
+        >>> y.getArr().numpy().tolist()
+        [3.0, 6.0]
+        """
+        feeds = dict(placeholders or {})
+        names = list(outputs) or [v.name for v in self.graph.vars.values()
+                                  if v.vtype is VariableType.ARRAY]
+        results = self.output(feeds, *names) if names else {}
+        for name, value in feeds.items():  # output() checked them: all are placeholders
+            self._set_value(name, value)
+        self._executed = True
+        return results
+
+    def exec_single(self, placeholders: Mapping[str, Any] | None, output: str) -> NDArray:
+        """ND4J's ``execSingle``: ``exec`` of one variable, its value."""
+        return self.exec(placeholders, output)[output]
+
+    def exec_and_end_result(self) -> NDArray | None:
+        """ND4J's old ``execAndEndResult()``: ``exec()``, then the value of the last op's
+        (first) output; None for a graph without ops."""
+        results = self.exec()
+        return results[self.graph.nodes[-1].outputs[0]] if self.graph.nodes else None
+
+    execAll = exec_all = exec
+    execSingle = exec_single
+    execAndEndResult = exec_and_end_result
+
     def _initial_values(self, feeds: Mapping[str, Any], nodes: list[Node],
                         outputs: list[str]) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -649,9 +690,8 @@ class SameDiff:
 
 
 #: Methods of ND4J's SameDiff (and other libraries) that nd4py spells differently.
-_RENAMED = {"exec": "output", "execAll": "output", "exec_all": "output", "batchOutput": "output",
-            "run": "output", "predict": "output", "execSingle": "output_single",
-            "exec_single": "output_single", "execBackwards": "calculate_gradients",
+_RENAMED = {"batchOutput": "output", "run": "output", "predict": "output",
+            "execBackwards": "calculate_gradients",
             "exec_backwards": "calculate_gradients", "train": "fit"}
 
 

@@ -200,6 +200,10 @@ def _scipy_cases() -> dict:
         "ndimage.gaussian_filter": lambda c: ndimage.gaussian_filter(c(X), 1.0),
         "ndimage.median_filter": lambda c: ndimage.median_filter(c(X), 3),
         "fft.dct": lambda c: fft.dct(c(col)),
+        "fft.rfft": lambda c: fft.rfft(c(X), axis=0),
+        "fft.fft": lambda c: fft.fft(c(col)),
+        "fft.irfft": lambda c: fft.irfft(fft.rfft(c(col))),
+        "signal.fftconvolve": lambda c: signal.fftconvolve(c(col), c(X[:5, 1])),
         "spatial.distance.pdist": lambda c: distance.pdist(c(X[:6])),
     }
 

@@ -27,8 +27,8 @@ FEED = {"input": np.ones((4, 3), np.float32)}
 
 # -- missing methods -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, suggestion", [
-    ("exec", "'output'"),                          # ND4J's old name
-    ("execSingle", "'output_single'"),
+    ("run", "'output'"),                           # other libraries' names
+    ("predict", "'output'"),
     ("execBackwards", "'calculate_gradients'"),
     ("outptu", "'output'"),                        # a typo of a method
     ("calculateGradient", "'calculateGradients'"),

@@ -258,7 +258,6 @@ def test_seed_001_variables_of_two_samediffs_cannot_be_mixed():
     assert a.sd is sd1 and b.sd is sd2  # "All SDVariable objects carry a reference back"
 
 
-@pytest.mark.xfail(strict=True, reason="SameDiff has no exec() (001:25 'output(), exec(), or fit()')")
 def test_seed_001_exec_method_named_in_the_text():
     sd = nd.SameDiff.create()                                                 # T41 001:25 exec()
     a = sd.var("a", nd.create([1.0, 2.0]))
@@ -441,8 +440,6 @@ def test_seed_001_key_class_graph_scope():
     scope.close()
 
 
-@pytest.mark.xfail(strict=True, reason="ND4J class names LazyINDArray / CompiledGraphFunction are "
-                   "not exported (nd4py has nd.LazyArray, nd.CompiledFunction)")
 def test_seed_001_key_classes_lazy_and_compiled():
     a = nd.rand(nd.DataType.FLOAT, 2, 2)                                      # T60 001:404-408
     with nd.graphScope():
@@ -501,8 +498,6 @@ def test_seed_002_multiply_example_without_order():
     np.testing.assert_allclose(inMul2.eval().numpy(), inMul2Exp.numpy())
 
 
-@pytest.mark.xfail(strict=True, reason="SameDiff has no exec() (ND4J's execute-everything; "
-                   "002:128 and 001:25); output()/eval() work")
 def test_seed_002_exec_after_defining():
     sd = nd.SameDiff.create()                                                 # T71 002:128
     in_ = sd.var("in", nd.linspace(1, 6, 6).reshape(2, 3))
@@ -511,8 +506,6 @@ def test_seed_002_exec_after_defining():
     np.testing.assert_allclose(inMul2.getArr().numpy(), np.arange(1, 7).reshape(2, 3) * 2)
 
 
-@pytest.mark.xfail(strict=True, reason="SameDiff has no execAndEndResult() (002:95; removed "
-                   "from modern ND4J too)")
 def test_seed_002_exec_and_end_result():
     sd = nd.SameDiff.create()                                                 # T72 002:95
     a = sd.var("a", nd.create([1.0, 2.0]))
