@@ -108,12 +108,33 @@ def __getattr__(name: str) -> Any:
     try:
         fn = getattr(_ALL_OPS, name)
     except AttributeError:
-        # nd.BFLOAT16, nd.complex64: why not; a misspelling: the closest names
-        why = f": {_unsupported(name)}" if _refused(name) else _did_you_mean(
-            name, [n for n in __dir__() if not n.startswith("_")])
-        raise AttributeError(f"module 'nd4py' has no attribute {name!r}{why}") from None
+        raise AttributeError(f"module 'nd4py' has no attribute {name!r}{_why_missing(name)}") \
+            from None
     globals()[name] = fn  # later lookups are plain module attribute reads
     return fn
+
+
+def _why_missing(name: str) -> str:
+    """nd.BFLOAT16: why it is refused; ND4J's op classes (``AddOp``, ``AddBpOp``) and
+    executioner: the function that replaces them; a misspelling: the closest names."""
+    if _refused(name):
+        return f": {_unsupported(name)}"
+    if name in ("getExecutioner", "get_executioner"):
+        return ("; ops run when called (nd.add(a, b)), or record inside nd.graph_scope(): "
+                "there is no executioner")
+    base = name[:-4] if name.endswith("BpOp") else name[:-2] if name.endswith("Op") else None
+    op = _op_for_class(base) if base else None
+    if op is not None:
+        grad = " (its gradient: nd.grad, or sd.calculate_gradients)" if name.endswith("BpOp") else ""
+        return (f"; ND4J's op classes are functions here: nd.{op}(...) runs it{grad}, "
+                f"and a UDF's exec() can call it")
+    return _did_you_mean(name, [n for n in __dir__() if not n.startswith("_")])
+
+
+def _op_for_class(base: str) -> str | None:
+    """``"Add"`` -> ``"add"``, ``"LeakyRelu"`` -> ``"leaky_relu"``, if such an op exists."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in base).lstrip("_")
+    return next((n for n in (snake, base[:1].lower() + base[1:]) if hasattr(_ALL_OPS, n)), None)
 
 
 def __dir__() -> list[str]:
