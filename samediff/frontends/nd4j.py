@@ -199,12 +199,30 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     return inputs, attrs, name
 
 
+def _expand_configs(op: OpDef, args: list, kwargs: dict) -> tuple[list, dict]:
+    """A config object among the arguments (``sd.cnn.conv2d(x, w, b, Conv2DConfig(...))``)
+    stands for the attributes it holds (``OpConfig.op_attrs``); explicit keywords may not
+    repeat them."""
+    rest, attrs = [], {}
+    for a in args:
+        if isinstance(a, OpConfig):
+            attrs.update(a.op_attrs(op))
+        else:
+            rest.append(a)
+    clash = set(attrs) & set(kwargs)
+    if clash:
+        raise OpError(f"{op.name}: attribute(s) {sorted(clash)} given both by a config and "
+                      f"as keywords")
+    return rest, {**kwargs, **attrs}
+
+
 def _layer_norm_overload(args: tuple) -> tuple:
     """ND4J's ``layerNorm(input, gain, bias, channelsFirst, dimensions...)``: gain and bias
     may be null (None: gain 1, no bias); ``channelsFirst`` only says where channels are in
     NCHW/NHWC data, which the explicit ``dimensions`` already fix, so it is dropped."""
     if len(args) < 4 or not isinstance(args[3], (bool, np.bool_)):
-        return args  # nd4py's own order: layer_norm(x, gain, bias?, dims...)
+        # nd4py's own order, layer_norm(x, gain, bias?, dims...): a None gain is no gain too
+        return (args[0], 1.0, *args[2:]) if len(args) > 1 and args[1] is None else args
     x, gain, bias, _channels_first, *dims = args
     if any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) for d in dims):
         raise OpError(f"layerNorm: expected layerNorm(input, gain, bias, channelsFirst, "
