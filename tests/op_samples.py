@@ -780,3 +780,8 @@ SAMPLES["split_like"] = [
     S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),
     S([u(3, 2), u(3, 2)], {"axis": -2}, split_like_ref),
 ]
+try:  # the cnn ops' rows (tests/op_samples_cnn.py)
+    from op_samples_cnn import cnn_samples
+except ImportError:
+    from .op_samples_cnn import cnn_samples
+SAMPLES.update(cnn_samples(S))

@@ -14,7 +14,7 @@ import pytest
 import nd4py as nd
 import nd4py.array_api as xp
 from samediff import SameDiff
-from samediff.errors import NdDTypeError, TracingError
+from samediff.errors import TracingError
 from tracing import LazyArray
 
 A = np.array([[1.5, -2.0, 0.5], [3.0, 4.0, -0.25]])

@@ -415,7 +415,7 @@ def test_seed_001_compile_two_inputs_execute_close():
 
 @pytest.mark.parametrize("namespace", [
     "math", "nn", "loss", "random",
-    pytest.param("cnn", marks=pytest.mark.xfail(strict=True, reason="no sd.cnn op namespace")),
+    "cnn",
     pytest.param("rnn", marks=pytest.mark.xfail(strict=True, reason="no sd.rnn op namespace")),
 ])
 def test_seed_001_op_namespaces(namespace):

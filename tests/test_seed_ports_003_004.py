@@ -41,8 +41,6 @@ def test_seed_004_unsigned_data_types_exist():
         np.uint16, np.uint32, np.uint64)
 
 
-@pytest.mark.xfail(strict=True, reason="no sd.cnn namespace: sd.cnn.conv1d(input, weights, config) "
-                   "and Conv1DConfig are missing")
 def test_seed_004_conv1d_needs_floating_point():
     samediff = nd.SameDiff.create()                                           # T87 004:227
     input = samediff.placeHolder("input", nd.DataType.FLOAT, 1, 2, 5)

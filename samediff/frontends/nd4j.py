@@ -21,6 +21,7 @@ import numpy as np
 from ..binding import is_array_like
 from ..errors import OpError
 from ..ops.registry import OpDef
+from .cnn_config import OpConfig
 from .common import Frontend, Namespace
 
 #: op name -> its ND4J name(s) where they differ from the op's own name, and the Pythonic
@@ -51,6 +52,9 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "batch_norm": "batchNorm",
     "bias_add": "biasAdd",
     "one_hot": "oneHot",
+    # cnn
+    "max_pooling2d": "maxPooling2d",
+    "avg_pooling2d": "avgPooling2d",
     # linalg
     "tensor_mmul": "tensorMmul",
     # shape
@@ -78,6 +82,7 @@ NAMESPACES: dict[str, Namespace] = {
     "nn": Namespace(("nn",)),
     "linalg": Namespace(("linalg",)),
     "fft": Namespace(("fft",)),
+    "cnn": Namespace(("cnn",)),
     "base": Namespace(("base", "shape")),
     "shape": Namespace(("shape",), eager=False),
     "random": Namespace(("random",), eager=False),
@@ -136,7 +141,10 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     6. keywords name inputs or attributes; ``name=`` is returned separately (SameDiff and
        traces use it to name the output variable). numpy's spellings ``axis``/``axes`` and
        ``keepdims`` name ``dims`` and ``keep_dims`` where the op has no attribute of that name
-       (``x.sum(axis=0, keepdims=True)``, ``nd.mean(x, axis=(0, 1))``).
+       (``x.sum(axis=0, keepdims=True)``, ``nd.mean(x, axis=(0, 1))``);
+    7. a config object among the arguments (any ``OpConfig``: ND4J's ``Conv2DConfig``,
+       ``Pooling2DConfig``...) stands for the attributes it holds
+       (``sd.cnn.conv2d("c", x, w, b, config)``).
 
     >>> from samediff.ops import REGISTRY
     >>> split_call(REGISTRY["sum"], ("x", 0, 1), {})
@@ -160,6 +168,8 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     kwargs = {_keyword(op, k): v for k, v in kwargs.items()}
     name = kwargs.pop("name", None)
     args = list(args)
+    if any(isinstance(a, OpConfig) for a in args):  # ND4J's Conv2DConfig...: attributes
+        args, kwargs = _expand_configs(op, args, kwargs)
     inputs: list[Any] = []
     if op.variadic:
         if args and isinstance(args[0], (list, tuple)):
@@ -221,8 +231,7 @@ def _layer_norm_overload(args: tuple) -> tuple:
     may be null (None: gain 1, no bias); ``channelsFirst`` only says where channels are in
     NCHW/NHWC data, which the explicit ``dimensions`` already fix, so it is dropped."""
     if len(args) < 4 or not isinstance(args[3], (bool, np.bool_)):
-        # nd4py's own order, layer_norm(x, gain, bias?, dims...): a None gain is no gain too
-        return (args[0], 1.0, *args[2:]) if len(args) > 1 and args[1] is None else args
+        return args  # nd4py's own order: layer_norm(x, gain, bias?, dims...)
     x, gain, bias, _channels_first, *dims = args
     if any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) for d in dims):
         raise OpError(f"layerNorm: expected layerNorm(input, gain, bias, channelsFirst, "

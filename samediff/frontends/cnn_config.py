@@ -1,0 +1,160 @@
+"""ND4J's convolution and pooling configs: ``Conv1DConfig``, ``Conv2DConfig``,
+``Pooling2DConfig``, with ND4J's field names, defaults and builders.
+
+A config is front-end data: passed among the arguments of an op call (``sd.cnn.conv2d(x, w, b,
+config)``, ``nd.cnn.maxPooling2d(x, config)``) it expands into that op's attributes
+(``op_attrs``); the ops themselves only know attributes (``samediff/ops/cnn.py``). Any
+``OpConfig`` works this way (``split_call`` in ``nd4j.py`` knows no config by name).
+
+>>> Conv2DConfig.builder().kH(3).kW(3).sH(2).sW(2).isSameMode(True).build().op_attrs(None)
+{'stride': (2, 2), 'padding': 'same', 'dilation': (1, 1), 'data_format': 'NCHW', 'weights_format': 'HWIO'}
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import OpError
+
+
+class OpConfig:
+    """A bundle of attributes in ND4J's spelling: ``op_attrs(op)`` gives the op's attributes."""
+
+    def op_attrs(self, op: Any) -> dict:  # pragma: no cover - every config overrides it
+        raise NotImplementedError
+
+    @classmethod
+    def builder(cls) -> _Builder:
+        """ND4J's builder: ``Conv2DConfig.builder().kH(3).kW(3).build()``."""
+        return _Builder(cls)
+
+    def _check(self, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
+        name = type(self).__name__
+        for f in positive + non_negative:
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise OpError(f"{name}: {f} must be an int, got {v!r}")
+            if v < (1 if f in positive else 0):
+                raise OpError(f"{name}: {f} must be {'>= 1' if f in positive else '>= 0'}, got "
+                              f"{v} (set it, e.g. {name}.builder().{f}(...))")
+
+    def _choice(self, field: str, options: tuple[str, ...]) -> str:
+        v = getattr(self, field)
+        if not isinstance(v, str) or v.upper() not in options:
+            raise OpError(f"{type(self).__name__}: {field} must be one of {options}, got {v!r}")
+        return v.upper()
+
+
+class _Builder:
+    """``Config.builder().field(value)...build()``: one chainable setter per field."""
+
+    def __init__(self, cls: type) -> None:
+        self._cls, self._values = cls, {}
+        self._fields = {f.name for f in dataclasses.fields(cls)}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._fields:
+            raise AttributeError(f"{self._cls.__name__}.builder() has no field {name!r}; "
+                                 f"fields: {sorted(self._fields)}")
+
+        def set_(value: Any) -> _Builder:
+            self._values[name] = value
+            return self
+        return set_
+
+    def build(self) -> Any:
+        return self._cls(**self._values)
+
+
+_WEIGHTS = {"YXIO": "HWIO", "HWIO": "HWIO", "OIYX": "OIHW", "OIHW": "OIHW"}
+
+
+@dataclass(frozen=True)
+class Conv2DConfig(OpConfig):
+    """ND4J's ``Conv2DConfig``: kernel ``kH``/``kW`` (documentation: the weights decide),
+    stride, padding, dilation, ``isSameMode``, ``dataFormat`` "NCHW"|"NHWC", ``weightsFormat``
+    "YXIO"/"HWIO" ([kH, kW, iC, oC], ND4J's default) | "OIYX"/"OIHW" (PyTorch/ONNX)."""
+
+    kH: int = -1
+    kW: int = -1
+    sH: int = 1
+    sW: int = 1
+    pH: int = 0
+    pW: int = 0
+    dH: int = 1
+    dW: int = 1
+    isSameMode: bool = False
+    dataFormat: str = "NCHW"
+    weightsFormat: str = "YXIO"
+
+    def __post_init__(self) -> None:
+        self._check(("sH", "sW", "dH", "dW"), ("pH", "pW"))
+        self._choice("dataFormat", ("NCHW", "NHWC"))
+        self._choice("weightsFormat", tuple(_WEIGHTS))
+
+    def op_attrs(self, op: Any) -> dict:
+        return {"stride": (self.sH, self.sW),
+                "padding": "same" if self.isSameMode else (self.pH, self.pW),
+                "dilation": (self.dH, self.dW), "data_format": self.dataFormat.upper(),
+                "weights_format": _WEIGHTS[self.weightsFormat.upper()]}
+
+
+@dataclass(frozen=True)
+class Conv1DConfig(OpConfig):
+    """ND4J's ``Conv1DConfig``: kernel ``k``, stride ``s``, padding ``p``, dilation ``d``,
+    ``isSameMode``, ``dataFormat`` "NCW"|"NWC", ``weightsFormat`` "WIO" ([k, iC, oC]) | "OIW"."""
+
+    k: int = -1
+    s: int = 1
+    p: int = 0
+    d: int = 1
+    isSameMode: bool = False
+    dataFormat: str = "NCW"
+    weightsFormat: str = "WIO"
+
+    def __post_init__(self) -> None:
+        self._check(("s", "d"), ("p",))
+        self._choice("dataFormat", ("NCW", "NWC"))
+        self._choice("weightsFormat", ("WIO", "OIW"))
+
+    def op_attrs(self, op: Any) -> dict:
+        return {"stride": self.s, "padding": "same" if self.isSameMode else self.p,
+                "dilation": self.d, "data_format": self.dataFormat.upper(),
+                "weights_format": self.weightsFormat.upper()}
+
+
+@dataclass(frozen=True)
+class Pooling2DConfig(OpConfig):
+    """ND4J's ``Pooling2DConfig``: kernel ``kH``/``kW`` (required), stride (default 1),
+    padding, dilation, ``type`` (informative: the op decides), ``divisor`` "EXCLUDE_PADDING"
+    (ND4J's default) | "INCLUDE_PADDING" for average pooling, ``isSameMode``, ``isNHWC``."""
+
+    kH: int = -1
+    kW: int = -1
+    sH: int = 1
+    sW: int = 1
+    pH: int = 0
+    pW: int = 0
+    dH: int = 1
+    dW: int = 1
+    type: str = "MAX"
+    divisor: str = "EXCLUDE_PADDING"
+    isSameMode: bool = False
+    isNHWC: bool = False
+
+    def __post_init__(self) -> None:
+        self._check(("kH", "kW", "sH", "sW", "dH", "dW"), ("pH", "pW"))
+        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
+
+    def op_attrs(self, op: Any) -> dict:
+        attrs = {"kernel": (self.kH, self.kW), "stride": (self.sH, self.sW),
+                 "padding": "same" if self.isSameMode else (self.pH, self.pW),
+                 "dilation": (self.dH, self.dW), "data_format": "NHWC" if self.isNHWC else "NCHW"}
+        if op is not None and "count_include_pad" in op.attr_kinds:
+            attrs["count_include_pad"] = self.divisor.upper() == "INCLUDE_PADDING"
+        return attrs
+
+
+__all__ = ["Conv1DConfig", "Conv2DConfig", "OpConfig", "Pooling2DConfig"]

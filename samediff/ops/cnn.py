@@ -1,0 +1,350 @@
+"""Convolution and pooling ops (the ``cnn`` group: ``sd.cnn`` / ``nd.cnn``), ND4J's conventions.
+
+* ``conv2d(x, w, b?)``: ``data_format`` ``"NCHW"`` (ND4J's default) or ``"NHWC"``; weights
+  ``"HWIO"`` (ND4J's ``[kH, kW, iC, oC]``, the default) or ``"OIHW"`` (PyTorch/ONNX).
+  ``conv1d(x, w, b?)``: ``"NCW"``/``"NWC"``, weights ``"WIO"`` (``[k, iC, oC]``) or ``"OIW"``.
+* ``max_pooling2d(x)``, ``avg_pooling2d(x)``: ``kernel`` (required), ``stride`` (default 1, as
+  ND4J's ``Pooling2DConfig``). Padding never takes part: max ignores it and avg divides by
+  the taps inside the image (ND4J's default divisor); ``count_include_pad=True`` divides by
+  the whole window.
+* Attributes: ``stride``/``dilation`` an int or a pair, ``padding`` an int, a pair,
+  ``"valid"`` (= 0) or ``"same"`` (ND4J's ``isSameMode``: ``out = ceil(in / stride)``, the odd
+  padding after). The attribute names are the keyword form's (``nd.cnn.conv2d(x, w,
+  stride=2, padding="same")``), so that form needs no rule of its own; ND4J's config objects
+  expand into them in the front end. ``groups`` is reserved (only 1 is supported yet).
+* Float inputs only. Kernels (``cnn_kernels.py``) run in the data's own layout, one GEMM per
+  kernel tap.
+
+Gradients use helper ops, each the adjoint of its op and linear in ``g``:
+``conv2d_input_grad(g, w, x)``, ``conv2d_weight_grad(x, g, w)`` (the last input lends only its
+run-time shape, so -1 dims are fine), ``max_pooling2d_grad(x, g)``, ``avg_pooling2d_grad(g, x)``.
+The conv helpers and ``avg_pooling2d_grad`` are differentiable again (their rules are conv2d
+and the other helper: bilinear forms); ``max_pooling2d_grad`` is not (NONDIFF). ``conv1d``
+differentiates through the 2-D helpers on a size-1 height. ``groups`` is an attribute already
+so grouped/depthwise convolutions add kernels, not a new op signature.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import OpError
+from . import cnn_kernels as K
+from .call import op
+from .registry import NONDIFF, REQUIRED, Attr, AttrKind, TensorType, define
+
+# --- attribute kinds --------------------------------------------------------------------------
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    t = Attr.INTS.coerce(v)
+    if len(t) == 1:
+        t = t * 2
+    if len(t) != 2 or min(t) < 1:
+        raise ValueError(f"expected a positive int or a pair of them, got {v!r}")
+    return t
+
+
+def _padding(v: Any) -> Any:
+    if isinstance(v, str):
+        low = v.lower()
+        if low in ("same", "valid"):
+            return "same" if low == "same" else (0, 0)
+        raise ValueError(f'padding must be an int, a pair, "same" or "valid", got {v!r}')
+    t = Attr.INTS.coerce(v)
+    if len(t) == 1:
+        t = t * 2
+    if len(t) != 2 or min(t) < 0:
+        raise ValueError(f"padding must be a non-negative int or pair, got {v!r}")
+    return t
+
+
+def _pos_int(v: Any) -> int:
+    v = Attr.INTS.coerce(v)
+    if len(v) != 1 or v[0] < 1:
+        raise ValueError(f"expected a positive int, got {v!r}")
+    return v[0]
+
+
+def _padding1(v: Any) -> Any:
+    p = _padding(v)
+    if p != "same" and p[0] != p[1]:
+        raise ValueError(f"conv1d padding is one int, got {v!r}")
+    return p if p == "same" else p[0]
+
+
+def _choice(*options: str) -> AttrKind:
+    def coerce(v: Any) -> str:
+        s = Attr.STR.coerce(v).upper()
+        s = {"YXIO": "HWIO", "OIYX": "OIHW"}.get(s, s)  # ND4J's WeightsFormat names
+        if s not in options:
+            raise ValueError(f"expected one of {options}, got {v!r}")
+        return s
+    return AttrKind("|".join(options), coerce)
+
+
+PAIR = AttrKind("pair", _pair)
+PADDING = AttrKind("padding", _padding)
+
+CONV2D = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),
+          "groups": (Attr.INT, 1), "data_format": (_choice("NCHW", "NHWC"), "NCHW"),
+          "weights_format": (_choice("HWIO", "OIHW"), "HWIO")}
+CONV1D = {"stride": (AttrKind("int>0", _pos_int), 1),
+          "padding": (AttrKind("padding1", _padding1), 0),
+          "dilation": (AttrKind("int>0", _pos_int), 1), "groups": (Attr.INT, 1),
+          "data_format": (_choice("NCW", "NWC"), "NCW"),
+          "weights_format": (_choice("WIO", "OIW"), "WIO")}
+POOL2D = {"kernel": (PAIR, REQUIRED), "stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)),
+          "dilation": (PAIR, (1, 1)), "data_format": (_choice("NCHW", "NHWC"), "NCHW")}
+AVG2D = {**POOL2D, "count_include_pad": (Attr.BOOL, False)}
+
+
+# --- shape and dtype inference ------------------------------------------------------------------
+
+def _float_dtype(name: str, types: list[TensorType], what: tuple[str, ...]) -> np.dtype:
+    for t, w in zip(types, what):
+        if t.dtype.kind != "f":
+            raise OpError(f"{name} requires float inputs, got {t.dtype} {w} ({t}); cast it "
+                          f"first, e.g. x.castTo('float32')")
+    return np.result_type(*(t.dtype for t in types))
+
+
+def _tuple(v: Any, n: int) -> Any:
+    return v if v == "same" or isinstance(v, tuple) else (v,) * n
+
+
+def _spatial(fmt: str) -> tuple[list[int], int]:
+    """Spatial axes and channel axis of an activation layout ("NCHW", "NWC"...)."""
+    n = len(fmt) - 2
+    return (list(range(2, 2 + n)), 1) if fmt[1] == "C" else (list(range(1, 1 + n)), n + 1)
+
+
+def _out_size(size: int, k: int, s: int, d: int, p: Any) -> int:
+    """Output size of one axis (-1 when unknown); a kernel that does not fit raises."""
+    return -1 if k < 0 else K.axis_pads(size, k, s, d, p)[2]
+
+
+def _check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> None:
+    if t.rank != rank:
+        raise OpError(f"{name}: {what} must have rank {rank} ({layout}), got shape {t.shape}")
+
+
+def _conv_infer(name: str):
+    def infer(types: list[TensorType], a: Any) -> TensorType:
+        if a.groups != 1:
+            raise OpError(f"{name}: groups={a.groups} is not supported yet (only groups=1)")
+        dtype = _float_dtype(name, types, ("x", "w", "b"))
+        fmt, wfmt = a.data_format, a.weights_format
+        n = len(fmt) - 2
+        x, w = types[0], types[1]
+        _check_rank(name, x, n + 2, "x", fmt)
+        _check_rank(name, w, n + 2, "w", wfmt)
+        if wfmt[0] == "O":
+            oc, ic, ks = w.shape[0], w.shape[1], w.shape[2:]
+        else:
+            ks, ic, oc = w.shape[:n], w.shape[n], w.shape[n + 1]
+        axes, cax = _spatial(fmt)
+        if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic:
+            raise OpError(f"{name}: x has {x.shape[cax]} input channels ({fmt} {x.shape}) but "
+                          f"w expects {ic} ({wfmt} {w.shape})")
+        if len(types) == 3 and not (types[2].rank == 1 and types[2].shape[0] in (-1, oc)
+                                    or oc < 0):
+            raise OpError(f"{name}: b must be 1-D of {oc} output channels, got {types[2].shape}")
+        st, dl, pd = _tuple(a.stride, n), _tuple(a.dilation, n), _tuple(a.padding, n)
+        out = list(x.shape)
+        for i, ax in enumerate(axes):
+            out[ax] = _out_size(x.shape[ax], ks[i], st[i], dl[i],
+                                "same" if pd == "same" else pd[i])
+        out[cax] = oc
+        return TensorType(tuple(out), dtype)
+    return infer
+
+
+def _pool_infer(name: str):
+    def infer(types: list[TensorType], a: Any) -> TensorType:
+        x = types[0]
+        dtype = _float_dtype(name, types[:1], ("x",))
+        _check_rank(name, x, 4, "x", a.data_format)
+        axes, _ = _spatial(a.data_format)
+        out = list(x.shape)
+        for i, ax in enumerate(axes):
+            pad = "same" if a.padding == "same" else a.padding[i]
+            if pad != "same" and 2 * pad > a.kernel[i]:
+                raise OpError(f"{name}: padding {a.padding} is more than half the kernel "
+                              f"{a.kernel}: some windows would hold only padding")
+            out[ax] = _out_size(x.shape[ax], a.kernel[i], a.stride[i], a.dilation[i], pad)
+        return TensorType(tuple(out), dtype)
+    return infer
+
+
+def _like_infer(name: str, like: int, labels: tuple[str, ...]):
+    """Inference of a gradient helper: the shape of input ``like``, the float dtype of the
+    inputs named by ``labels`` (the leading ones)."""
+    def infer(types: list[TensorType], a: Any) -> TensorType:
+        dtype = _float_dtype(name, types[:len(labels)], labels)
+        return TensorType(types[like].shape, dtype)
+    return infer
+
+
+# --- implementations (the kernels are in cnn_kernels.py) ----------------------------------------
+
+def _guard(*arrays, groups: int = 1, kernel=(), padding=()) -> None:
+    """Eager calls run the impl without inference: refuse what inference refuses (the caller,
+    ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
+    if groups != 1 or any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None) or (
+            padding != "same" and any(2 * p > k for p, k in zip(padding, kernel))):
+        raise TypeError("unsupported input (see the op's inference)")
+
+
+def _cf(fmt: str) -> bool:
+    return fmt[1] == "C"
+
+
+def _hwio(w, wfmt: str):
+    w = np.asarray(w)
+    return np.ascontiguousarray(w.transpose(2, 3, 1, 0)) if wfmt == "OIHW" else w
+
+
+def _from_hwio(dw, wfmt: str):
+    return np.ascontiguousarray(dw.transpose(3, 2, 0, 1)) if wfmt == "OIHW" else dw
+
+
+def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format):
+    _guard(x, w, b, groups=groups)
+    cf = _cf(data_format)
+    y = K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation, cf)
+    if b is not None:
+        b = np.asarray(b, y.dtype)
+        y += b[:, None, None] if cf else b
+    return y
+
+
+def _conv2d_input_grad(g, w, like, *, stride, padding, dilation, groups, data_format,
+                       weights_format):
+    return K.conv_input_grad(np.asarray(g), _hwio(w, weights_format), np.shape(like), stride,
+                             padding, dilation, _cf(data_format))
+
+
+def _conv2d_weight_grad(x, g, like, *, stride, padding, dilation, groups, data_format,
+                        weights_format):
+    ws = np.shape(like)
+    kernel = ws[2:] if weights_format == "OIHW" else ws[:2]
+    dw = K.conv_weight_grad(np.asarray(x), np.asarray(g), kernel, stride, padding, dilation,
+                            _cf(data_format))
+    return _from_hwio(dw, weights_format)
+
+
+def _attrs(a: Any) -> dict:
+    return dict(vars(a))
+
+
+def _channel_dims(fmt: str) -> tuple[int, ...]:
+    axes, _ = _spatial(fmt)
+    return (0, *axes)
+
+
+def _conv2d_grad(ins, outs, gs, a):
+    x, w, g, kw = ins[0], ins[1], gs[0], _attrs(a)
+    grads = [op.conv2d_input_grad(g, w, x, **kw), op.conv2d_weight_grad(x, g, w, **kw)]
+    if len(ins) == 3:
+        grads.append(op.sum(g, dims=_channel_dims(a.data_format)))
+    return grads
+
+
+_GROUP = {"namespace": "cnn", "method": False}
+define("conv2d", ["x", "w", "b?"], _conv_infer("conv2d"), _conv2d, attrs=CONV2D,
+       grad=_conv2d_grad, **_GROUP,
+       doc="2-D convolution (cross-correlation, as ND4J/PyTorch) of ``x`` with ``w`` plus the "
+           "optional 1-D bias ``b``. Layouts: ``data_format`` NCHW|NHWC, ``weights_format`` "
+           "HWIO ([kH, kW, iC, oC], ND4J) | OIHW (PyTorch/ONNX).")
+define("conv2d_input_grad", ["g", "w", "like"], _like_infer("conv2d_input_grad", 2, ("g", "w")),
+       _conv2d_input_grad, attrs=CONV2D, **_GROUP,
+       grad=lambda ins, outs, gs, a: [op.conv2d(gs[0], ins[1], **_attrs(a)),
+                                      op.conv2d_weight_grad(gs[0], ins[0], ins[1], **_attrs(a)),
+                                      None],
+       doc="The adjoint of ``conv2d`` in ``x``: ``g`` (conv2d's output gradient) sent back "
+           "through ``w`` to an array of ``like``'s shape.")
+define("conv2d_weight_grad", ["x", "g", "like"], _like_infer("conv2d_weight_grad", 2, ("x", "g")),
+       _conv2d_weight_grad, attrs=CONV2D, **_GROUP,
+       grad=lambda ins, outs, gs, a: [op.conv2d_input_grad(ins[1], gs[0], ins[0], **_attrs(a)),
+                                      op.conv2d(ins[0], gs[0], **_attrs(a)), None],
+       doc="The adjoint of ``conv2d`` in ``w``: the weight gradient for input ``x`` and output "
+           "gradient ``g``, of ``like``'s shape (the weights).")
+
+
+# --- conv1d: conv2d on a height of 1 ------------------------------------------------------------
+
+def _as2d(a: Any) -> tuple[dict, int, int]:
+    """conv2d attributes for a conv1d, and where the height axis goes in x and in w."""
+    kw = {"stride": (1, a.stride), "dilation": (1, a.dilation), "groups": a.groups,
+          "padding": "same" if a.padding == "same" else (0, a.padding),
+          "data_format": "NCHW" if a.data_format == "NCW" else "NHWC",
+          "weights_format": "OIHW" if a.weights_format == "OIW" else "HWIO"}
+    return kw, (2 if a.data_format == "NCW" else 1), (2 if a.weights_format == "OIW" else 0)
+
+
+def _conv1d(x, w, b=None, **attrs):
+    _guard(x, w, b, groups=attrs["groups"])
+    kw, xa, wa = _as2d(CONV1D_OP.attrs_type(**attrs))
+    y = _conv2d(np.expand_dims(x, xa), np.expand_dims(w, wa), b, **kw)
+    return np.squeeze(y, xa)
+
+
+def _conv1d_grad(ins, outs, gs, a):
+    kw, xa, wa = _as2d(a)
+    x4, w4, g4 = (op.expand_dims(v, axis=ax) for v, ax in ((ins[0], xa), (ins[1], wa),
+                                                          (gs[0], xa)))
+    grads = [op.squeeze(op.conv2d_input_grad(g4, w4, x4, **kw), axis=(xa,)),
+             op.squeeze(op.conv2d_weight_grad(x4, g4, w4, **kw), axis=(wa,))]
+    if len(ins) == 3:
+        grads.append(op.sum(gs[0], dims=_channel_dims(a.data_format)))
+    return grads
+
+
+CONV1D_OP = define("conv1d", ["x", "w", "b?"], _conv_infer("conv1d"), _conv1d, attrs=CONV1D,
+                   grad=_conv1d_grad, **_GROUP,
+                   doc="1-D convolution of ``x`` (NCW|NWC) with ``w`` (WIO: [k, iC, oC], "
+                       "ND4J | OIW) plus the optional bias ``b``.")
+
+
+# --- pooling ------------------------------------------------------------------------------------
+
+def _max_pool(x, *, kernel, stride, padding, dilation, data_format):
+    _guard(x, kernel=kernel, padding=padding)
+    return K.max_pool(np.asarray(x), kernel, stride, padding, dilation, _cf(data_format))
+
+
+def _max_pool_grad(x, g, *, kernel, stride, padding, dilation, data_format):
+    return K.max_pool_grad(np.asarray(x), np.asarray(g), kernel, stride, padding, dilation,
+                           _cf(data_format))
+
+
+def _avg_pool(x, *, kernel, stride, padding, dilation, data_format, count_include_pad):
+    _guard(x, kernel=kernel, padding=padding)
+    return K.avg_pool(np.asarray(x), kernel, stride, padding, dilation, count_include_pad,
+                      _cf(data_format))
+
+
+def _avg_pool_grad(g, like, *, kernel, stride, padding, dilation, data_format,
+                   count_include_pad):
+    return K.avg_pool_grad(np.asarray(g), np.shape(like), kernel, stride, padding, dilation,
+                           count_include_pad, _cf(data_format))
+
+
+define("max_pooling2d", ["x"], _pool_infer("max_pooling2d"), _max_pool, attrs=POOL2D,
+       grad=lambda ins, outs, gs, a: [op.max_pooling2d_grad(ins[0], gs[0], **_attrs(a))],
+       **_GROUP, doc="Max over each ``kernel`` window (padding never wins).")
+define("max_pooling2d_grad", ["x", "g"], _like_infer("max_pooling2d_grad", 0, ("x", "g")),
+       _max_pool_grad, attrs=POOL2D, grad=NONDIFF, **_GROUP,
+       doc="The adjoint of ``max_pooling2d``: each window's ``g`` sent to the input that won "
+           "it (the first in row-major order among equal maxima). Not differentiable again.")
+define("avg_pooling2d", ["x"], _pool_infer("avg_pooling2d"), _avg_pool, attrs=AVG2D,
+       grad=lambda ins, outs, gs, a: [op.avg_pooling2d_grad(gs[0], ins[0], **_attrs(a))],
+       **_GROUP, doc="Mean over each ``kernel`` window; the divisor counts the taps inside the "
+                     "image (ND4J's default) or, with ``count_include_pad``, the whole window.")
+define("avg_pooling2d_grad", ["g", "like"], _like_infer("avg_pooling2d_grad", 1, ("g",)),
+       _avg_pool_grad, attrs=AVG2D, **_GROUP,
+       grad=lambda ins, outs, gs, a: [op.avg_pooling2d(gs[0], **_attrs(a)), None],
+       doc="The adjoint of ``avg_pooling2d``: ``g`` spread evenly back over each window, to an "
+           "array of ``like``'s shape.")
