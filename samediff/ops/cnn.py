@@ -12,8 +12,8 @@
   padding after). The attribute names are the keyword form's (``nd.cnn.conv2d(x, w,
   stride=2, padding="same")``), so that form needs no rule of its own; ND4J's config objects
   expand into them in the front end. ``groups`` is reserved (only 1 is supported yet).
-* Float inputs only. Kernels (``cnn_kernels.py``) run in the data's own layout, one GEMM per
-  kernel tap.
+* Float inputs only. Kernels (``cnn_kernels.py``) run in the data's own layout: chunked
+  im2col GEMMs on NCHW, one GEMM per kernel tap on NHWC (``cnn_kernels.choose``).
 
 Gradients use helper ops, each the adjoint of its op and linear in ``g``:
 ``conv2d_input_grad(g, w, x)``, ``conv2d_weight_grad(x, g, w)`` (the last input lends only its

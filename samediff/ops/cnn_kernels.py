@@ -1,18 +1,55 @@
 """numpy kernels of the convolution and pooling ops (``cnn.py``), in either data layout.
 
-A convolution is a sum over the kernel's taps of one GEMM each: for tap ``(i, j)`` the output
-positions whose input lies inside the (unpadded) image get the tap's input times ``w[i, j]``
--- ``rows @ w[i, j]`` on channels-last data (one GEMM of all N*H*W rows), ``w[i, j].T @ cols``
-on channels-first data (one GEMM per image, numpy's batched matmul). No padded copy of the
-input, no im2col buffer and no layout transpose. At stride 1 each tap multiplies the whole
-image into one reused buffer and adds its shifted window to the output, so peak memory is
-input + output + one tap-sized buffer; at larger strides the tap's rows are gathered first
-(one more such buffer). Buffers are reused across taps: a fresh full-size array per tap
-costs page faults, which cost as much as the GEMM. Padding is never materialized: a tap
-skips the output positions that would read it (zeros for convolutions, "absent" for pooling).
+Convolution is a BLAS problem; ``choose`` picks the route per op, layout and input channels
+(NCHW: im2col for the forward and the weight adjoint, and for the input adjoint of few input
+channels; otherwise per tap):
 
-Measured (eager, (8, 64, 56, 56) float32, 3x3, pad 1, 2 cores): ~20 ms; gathering every
-tap ~27 ms; going through NHWC with one transpose each way ~34 ms (torch: ~10 ms).
+* ``"im2col"``: chunked im2col. A chunk of whole images -- or, when one image does not fit,
+  a band of output rows of one image -- is gathered into ``cols[kH*kW*C, positions]`` (one
+  strided numpy copy per kernel tap, zeros where a tap reads padding) and multiplied by the
+  HWIO weights reshaped to ``[kH*kW*C, O]``, as they are: one GEMM of depth kH*kW*C per
+  image of the chunk (numpy's batched matmul), written straight into the output. The input
+  adjoint is the same GEMMs transposed, then the scatter-add (col2im) of the same per-tap
+  blocks; the weight adjoint is ``cols @ g.T`` per image, summed. (Per image, not one wide
+  GEMM of the whole chunk: small GEMMs run on one BLAS thread, and that beat the wide GEMM
+  -- plus its transposed copy -- by 1.2-1.9x at the LeNet shapes next to torch's threads.)
+* ``"taps"``: one GEMM per kernel tap, of depth C (O for the input adjoint): for tap
+  ``(i, j)`` the output positions whose input lies inside the (unpadded) image get
+  ``rows @ w[i, j]`` (NHWC) or ``w[i, j].T @ cols`` per image (NCHW). At stride 1 each tap
+  multiplies the whole input into one reused buffer and adds its shifted window to the
+  output (no gather); at larger strides the tap's rows are gathered first.
+
+Memory: a forward holds input + output + one chunk buffer, and the chunk is at most one
+output-sized buffer (what the per-tap route's scratch is), except that chunks are allowed
+up to ``IM2COL_FLOOR`` values (1 MiB of float32) whatever the output, and never exceed
+``IM2COL_BUDGET`` (8 MiB of float32, a quarter of the L3). The chunk buffers are kept per
+thread across calls: a fresh buffer per call costs a page fault per 4 KiB, which was most
+of a small convolution's time. Padding is never materialized.
+
+Profile (eager, (8, 64, 56, 56) float32 NCHW -> 64 channels, 3x3, pad 1, 2 noisy cores;
+medians, same process, interleaved with torch 2.x eager): the per-tap route took ~22-29 ms
+(torch ~13.5-14.5 in that run), of which the nine depth-64 GEMMs ~13 ms and the eight
+shifted-window adds (each reads and writes an output-sized array) most of the rest. The
+im2col route: sixteen depth-576 GEMMs (half an image each, ~175 GFLOP/s, near this
+machine's peak) ~10.5 ms plus the per-tap copies ~3-4 ms: ~14.6 ms, 1.0-1.1x torch. Weight
+adjoint ~15-18 ms (per tap ~28-33; torch ~14-16): 1.0-1.1x. Input adjoint: per tap, ~19-26
+ms (torch ~15-17): 1.2-1.5x; im2col + col2im measured ~31. LeNet shapes (batch 32; torch in
+brackets): 1->8 5x5 on 28x28 forward 0.36 ms (per tap 7.3; 0.18), input adjoint 0.56
+(0.80; 1.14), weight adjoint 0.36 (0.64; 0.14); 8->16 5x5 on 12x12 forward 0.71 (1.17;
+0.11), input adjoint 0.91 (per tap, unchanged; 0.19), weight adjoint 0.78 (0.89; 0.16).
+There the copies' rows are 8-24 values long and fixed costs dominate: torch stays 2-7x
+ahead. Max-pool 2x2 (32, 8, 24, 24): forward 0.10 ms, numpy per tap (torch 0.33 with
+indices); backward 0.50 ms, one Numba pass that finds each window's winner and routes its
+gradient (per tap numpy 0.71; torch's reuses the forward's indices: 0.03).
+
+What did not pay: the gathers as Numba loops -- serial they move ~1-2 GB/s against numpy's
+strided copies' ~20 GB/s; ``parallel=True`` ones are fast alone but Numba's OpenMP pool and
+BLAS's threads both spin-wait after their work, and alternating them (gather, GEMM, gather,
+...) on 2 cores cost a scheduler time slice per switch once torch's OpenMP was also loaded:
+20-100x slowdowns; the max-pool backward kernel is therefore serial Numba too. Splitting the
+gathers over two Python threads gained nothing (BLAS's spinning threads hold the other
+core). A Numba max-pool forward lost to numpy's per-tap ``np.maximum`` (0.40 vs 0.10 ms), a
+reshape-and-``max`` one even more (2.7 ms: a reduction over two strided axes).
 
 ``cf`` says channels first (NCHW: spatial axes 2, 3) or last (NHWC: axes 1, 2); weights are
 always HWIO here (``[kH, kW, iC, oC]``; the ops convert OIHW). Geometry of one spatial axis:
@@ -20,9 +57,115 @@ output ``o`` reads input ``o * s - before + t * d`` at tap ``t``.
 """
 from __future__ import annotations
 
+import threading
+
+import numba
 import numpy as np
 
 Pair = tuple[int, int]
+
+# Serial on purpose (see the module docstring: thread pools that spin).
+_njit = numba.njit(cache=True, nogil=True)
+
+
+# --- im2col gathers (channels first) ------------------------------------------------------------
+# ``cols[k, b * L + r * OW + ow]`` with ``k = (i * kW + j) * C + c`` and ``L = rows * OW`` is
+# the input that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c`` (zero
+# in the padding): the HWIO weights reshaped to ``[kH*kW*C, O]`` are the other GEMM operand
+# as they are, and a chunk of several images is one wide GEMM.
+
+def _tap_blocks(shape, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
+    """Per tap: (its block of ``cols`` [C, nb, rows, OW] with the in-image part, and the
+    matching input slices of an NCHW array of ``shape``)."""
+    c_n, h, w = shape[1], shape[2], shape[3]
+    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
+    blocks = cols.reshape(kh, kw, c_n, nb, rows, ow_n)
+    for i in range(kh):
+        ro, ri = tap_range(r0 + rows, h, ph, sh, dh, i)
+        ro = slice(max(ro.start, r0) - r0, ro.stop - r0) if ro.stop > r0 else slice(0, 0)
+        if ro.stop > ro.start:  # the rows of this band only
+            start = (ro.start + r0) * sh - ph + i * dh
+            ri = slice(start, start + (ro.stop - ro.start - 1) * sh + 1, sh)
+        for j in range(kw):
+            oo, wi = tap_range(ow_n, w, pw, sw, dw, j)
+            yield blocks[i, j], ro, oo, (slice(n0, n0 + nb), slice(None), ri, wi)
+
+
+def _im2col_cf(x, cols, nb, n0, r0, *geo):
+    """``cols[k, b, r, ow]`` (as [kk, nb * rows, OW]), ``k = (i * kW + j) * C + c``: the input
+    that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c``, zero in the
+    padding. One strided numpy copy per tap (numpy's copy loops move ~20 GB/s here; element
+    loops in Numba ~2)."""
+    for blk, ro, oo, xi in _tap_blocks(x.shape, cols, nb, n0, r0, *geo):
+        if ro.stop - ro.start < blk.shape[2] or oo.stop - oo.start < blk.shape[3]:
+            blk.fill(0)  # (only taps that reach into the padding)
+        if ro.stop > ro.start and oo.stop > oo.start:
+            np.copyto(blk[:, :, ro, oo], x[xi].transpose(1, 0, 2, 3))
+
+
+def _col2im_cf(cols, dx, nb, n0, r0, *geo):
+    """``dx`` += the adjoint of ``_im2col_cf``."""
+    for blk, ro, oo, xi in _tap_blocks(dx.shape, cols, nb, n0, r0, *geo):
+        if ro.stop > ro.start and oo.stop > oo.start:
+            region = dx[xi]
+            region += blk[:, :, ro, oo].transpose(1, 0, 2, 3)
+
+
+@_njit
+def _max_pool_cf(x, out, arg, kh, kw, sh, sw, ph, pw, dh, dw):
+    """Max over each window's taps inside the image, and (``arg``) the flat in-plane index of
+    the first tap in row-major order that holds it; NaN wins (as ``np.maximum``)."""
+    n, c_n, h, w = x.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    for task in range(n * c_n):
+        src = x[task // c_n, task % c_n]
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best, at = np.inf, -1
+                for i in range(kh):
+                    ih = oh * sh - ph + i * dh
+                    if ih < 0 or ih >= h:
+                        continue
+                    for j in range(kw):
+                        iw = ow * sw - pw + j * dw
+                        if iw < 0 or iw >= w:
+                            continue
+                        v = src[ih, iw]
+                        if at < 0 or (not np.isnan(best) and not v <= best):
+                            best, at = v, ih * w + iw
+                out[task // c_n, task % c_n, oh, ow] = best
+                arg[task // c_n, task % c_n, oh, ow] = at
+
+
+@_njit
+def _max_unpool_cf(g, arg, dx):
+    """``dx`` (zeroed) += each window's ``g`` at its ``arg`` (one task per plane: no races)."""
+    n, c_n = g.shape[0], g.shape[1]
+    w = dx.shape[3]
+    for task in range(n * c_n):
+        b, c = task // c_n, task % c_n
+        src, where, dst = g[b, c], arg[b, c], dx[b, c]
+        for oh in range(src.shape[0]):
+            for ow in range(src.shape[1]):
+                at = where[oh, ow]
+                dst[at // w, at % w] += src[oh, ow]
+
+
+def _chunks(n: int, oh: int, ow: int, per_pos: int, budget: int):
+    """``(n0, n1, r0, r1)`` chunks of (images, output rows) whose im2col buffer
+    (``per_pos`` values per output position) holds at most ``budget`` values: whole images
+    while one fits, else bands of rows of one image."""
+    img = oh * ow * per_pos
+    if img <= budget:
+        nb = max(1, budget // img)
+        for n0 in range(0, n, nb):
+            yield n0, min(n, n0 + nb), 0, oh
+    else:
+        rows = max(1, budget // (ow * per_pos))
+        rows = -(-oh // -(-oh // rows))  # even bands
+        for n0 in range(n):
+            for r0 in range(0, oh, rows):
+                yield n0, n0 + 1, r0, min(oh, r0 + rows)
 
 
 def axis_pads(size: int, k: int, s: int, d: int, padding: int | str) -> tuple[int, int, int]:
@@ -102,6 +245,20 @@ class _Scratch:
         return buf[:n].reshape(shape)
 
 
+_KEEP = threading.local()
+
+
+def _kept_scratch(dtype) -> _Scratch:
+    """This thread's scratch of ``dtype`` kept across calls (the im2col chunks, at most
+    ``IM2COL_BUDGET`` values): a fresh buffer per call costs a page fault per 4 KiB, which is
+    most of a small convolution's time."""
+    keep = _KEEP.__dict__.setdefault("scratch", {})
+    s = keep.get(np.dtype(dtype))
+    if s is None:
+        s = keep[np.dtype(dtype)] = _Scratch(dtype)
+    return s
+
+
 def _matrix(a: np.ndarray, scratch: _Scratch, cf: bool) -> np.ndarray:
     """A tap slice as GEMM operand: [N, C, h*w] (cf) or [N*h*w, C], copied into scratch only
     if it is strided."""
@@ -160,23 +317,135 @@ def _gemm_taps(src, mat, dst, taps, cf, whole):
     return dst
 
 
+IM2COL_FLOOR = 1 << 18  # values: chunks below 1 MiB need not be smaller than the output
+IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache
+
+
+_NUMBA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+INPUT_GRAD_IM2COL_MAX_C = 4  # input channels up to which the input adjoint goes im2col
+
+
+def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
+    """The route of a convolution op (``"conv"``, ``"input_grad"``, ``"weight_grad"``) with
+    ``channels`` input channels: ``"im2col"`` -- chunked im2col, one GEMM of depth kH*kW*C
+    per image of a chunk -- or ``"taps"`` -- one GEMM of depth C (O for the input adjoint)
+    per kernel tap, no gathered copy.
+
+    * NHWC: ``"taps"`` always (its per-tap GEMMs need no gather; no channels-last gather is
+      written).
+    * NCHW forward and weight adjoint: ``"im2col"`` at every size measured -- 1.5-2x at 64
+      channels (one depth-576 GEMM runs near BLAS peak, nine depth-64 ones do not, and the
+      per-tap shifted-window adds move as much memory as the gather), 1.1-20x at 1-8.
+    * NCHW input adjoint: ``"im2col"`` only up to ``INPUT_GRAD_IM2COL_MAX_C`` input channels
+      (1.4x at 1 channel); from 8 channels on the col2im scatter-add costs more than the
+      per-tap route's adds (0.85x at 8 and at 64 channels)."""
+    if not cf:
+        return "taps"
+    if op == "input_grad" and channels > INPUT_GRAD_IM2COL_MAX_C:
+        return "taps"
+    return "im2col"
+
+
+def _im2col_plan(x_shape, w_shape, geo, cf, op="conv"):
+    """None (route ``"taps"``), or the im2col route's chunks and depth ``kk``. Chunks hold
+    whole images while one fits the budget, else bands of output rows of one image; the
+    budget is at most one output-sized buffer (the per-tap route's scratch) unless that is
+    below ``IM2COL_FLOOR``, and at most ``IM2COL_BUDGET``."""
+    if choose(cf, op, w_shape[2]) != "im2col":
+        return None
+    n, oh, ow = x_shape[0], geo[0][2], geo[1][2]
+    kk = w_shape[0] * w_shape[1] * w_shape[2]
+    budget = min(IM2COL_BUDGET, max(n * oh * ow * w_shape[3], ow * kk, IM2COL_FLOOR))
+    return list(_chunks(n, oh, ow, kk, budget)), kk
+
+
+def _geo_args(geo, kernel, stride, dilation):
+    return (kernel[0], kernel[1], stride[0], stride[1], geo[0][0], geo[1][0],
+            dilation[0], dilation[1])
+
+
+def _conv_im2col(x, w, out, geo, plan, stride, dilation):
+    chunks, kk = plan
+    n, o, ow = x.shape[0], w.shape[3], geo[1][2]
+    w2t = w.reshape(kk, o).T
+    outm = out.reshape(n, o, -1)
+    args = _geo_args(geo, w.shape[:2], stride, dilation)
+    buf = _kept_scratch(out.dtype)
+    for n0, n1, r0, r1 in chunks:
+        nb, length = n1 - n0, (r1 - r0) * ow
+        cols = buf.view("cols", (kk, nb * (r1 - r0), ow))
+        _im2col_cf(x, cols, nb, n0, r0, *args)
+        cols = cols.reshape(kk, nb * length)
+        if nb == 1:
+            np.matmul(w2t, cols, out=outm[n0, :, r0 * ow:r1 * ow])
+        else:  # one GEMM per image (batched): small ones run on one BLAS thread, which beat
+            # one wide GEMM + a transposed copy by 1.3-1.7x next to torch's threads
+            np.matmul(w2t, cols.reshape(kk, nb, length).transpose(1, 0, 2), out=outm[n0:n1])
+    return out
+
+
+def _grad_im2col(g, w, dx, x, kernel, geo, plan, stride, dilation):
+    """Through the chunks of ``_conv_im2col``: ``dx`` (zeroed) += conv's input adjoint (``x``
+    None), or -> dw as [kk, O] (``w`` None)."""
+    chunks, kk = plan
+    n, o, ow = g.shape[0], g.shape[1], geo[1][2]
+    gm = g.reshape(n, o, -1)
+    args = _geo_args(geo, kernel, stride, dilation)
+    buf = _kept_scratch(g.dtype)
+    w2 = np.zeros((kk, o), g.dtype) if x is not None else w.reshape(kk, o)
+    for n0, n1, r0, r1 in chunks:
+        nb, length = n1 - n0, (r1 - r0) * ow
+        cols = buf.view("cols", (kk, nb * (r1 - r0), ow))
+        cols2 = cols.reshape(kk, nb * length)
+        if x is None:
+            if nb == 1:
+                np.matmul(w2, gm[n0, :, r0 * ow:r1 * ow], out=cols2)
+            else:  # batched, as the forward
+                np.matmul(w2, gm[n0:n1], out=cols2.reshape(kk, nb, length).transpose(1, 0, 2))
+            _col2im_cf(cols, dx, nb, n0, r0, *args)
+            continue
+        _im2col_cf(x, cols, nb, n0, r0, *args)
+        if nb == 1:
+            w2 += cols2 @ gm[n0, :, r0 * ow:r1 * ow].T
+        else:  # batched, as the forward (beat one GEMM of depth nb * L: 1.2-1.9x)
+            w2 += np.matmul(cols2.reshape(kk, nb, length).transpose(1, 0, 2),
+                            gm[n0:n1].transpose(0, 2, 1)).sum(0)
+    return dx if x is None else w2
+
+
 def conv(x, w, stride, padding, dilation, cf):
-    """``x`` (*) ``w`` [kH, kW, C, O]: one GEMM per tap."""
+    """``x`` (*) ``w`` [kH, kW, C, O], by the route ``choose`` picks."""
     geo = geometry(spatial(x.shape, cf), w.shape[:2], stride, padding, dilation)
     dtype = np.result_type(x, w)
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    if x.shape[1 if cf else 3] != w.shape[2]:
+        raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
+    plan = _im2col_plan(x.shape, w.shape, geo, cf)
+    if plan is not None:
+        return _conv_im2col(np.ascontiguousarray(x), np.ascontiguousarray(w), out, geo, plan,
+                            stride, dilation)
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
     return _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
 
 
 def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     """Adjoint of ``conv`` in ``x``: ``g`` (conv's output gradient) -> dx of ``xshape``: the
-    same taps with source and destination swapped and ``w[i, j]`` transposed."""
+    transposed GEMMs then col2im, or the same taps with source and destination swapped and
+    ``w[i, j]`` transposed."""
     hw = spatial(xshape, cf)
     geo = geometry(hw, w.shape[:2], stride, padding, dilation)
     dtype = np.result_type(g, w)
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
+        raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
+    plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad")
+    if plan is not None:
+        return _grad_im2col(np.ascontiguousarray(g), np.ascontiguousarray(w),
+                            np.zeros(xshape, dtype), None, w.shape[:2], geo, plan, stride,
+                            dilation)
     taps = [(i, j, xi, gi) for i, j, gi, xi in _taps(hw, geo, w.shape[:2], stride, dilation, cf)]
     dx = np.empty(xshape, dtype)
     return _gemm_taps(g, lambda i, j: w[i, j].T, dx, taps, cf, tuple(stride) == (1, 1))
@@ -188,6 +457,12 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     geo = geometry(hw, kernel, stride, padding, dilation)
     dtype = np.result_type(x, g)
     c, o = (x.shape[1], g.shape[1]) if cf else (x.shape[3], g.shape[3])
+    plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad")
+    if plan is not None:
+        x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
+        w2 = _grad_im2col(np.ascontiguousarray(g), None, None, np.ascontiguousarray(x), kernel,
+                          geo, plan, stride, dilation)
+        return w2.reshape(kernel[0], kernel[1], c, o)
     dw = np.zeros((kernel[0], kernel[1], c, o), dtype)
     scratch, gs = _Scratch(dtype), _Scratch(dtype)
     for i, j, oi, ii in _taps(hw, geo, kernel, stride, dilation, cf):
@@ -208,6 +483,15 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf):
     return geo, out_shape(shape, geo, ch, cf), _taps(hw, geo, kernel, stride, dilation, cf)
 
 
+def _max_pool_numba(x, kernel, stride, padding, dilation):
+    geo, shape, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, True)
+    x = np.ascontiguousarray(x)
+    out, arg = np.empty(shape, x.dtype), np.empty(shape, np.int64)
+    _max_pool_cf(x, out, arg, kernel[0], kernel[1], stride[0], stride[1], geo[0][0],
+                 geo[1][0], dilation[0], dilation[1])
+    return out, arg
+
+
 def max_pool(x, kernel, stride, padding, dilation, cf):
     """Max over the taps that lie inside the image (padding never wins)."""
     _, shape, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)
@@ -221,6 +505,11 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
 def max_pool_grad(x, g, kernel, stride, padding, dilation, cf):
     """``g`` routed to the input that won each window (the first tap in row-major order among
     equal maxima, like PyTorch)."""
+    if cf and x.dtype in _NUMBA_DTYPES:
+        _, arg = _max_pool_numba(x, kernel, stride, padding, dilation)
+        dx = np.zeros(x.shape, np.result_type(x, g))
+        _max_unpool_cf(np.ascontiguousarray(g, dx.dtype), arg, dx)
+        return dx
     out = max_pool(x, kernel, stride, padding, dilation, cf)
     _, _, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)
     dx = np.zeros(x.shape, np.result_type(x, g))
