@@ -37,13 +37,18 @@ from .registry import NONDIFF, REQUIRED, Attr, AttrKind, TensorType, define
 # --- attribute kinds --------------------------------------------------------------------------
 
 
-def _pair(v: Any) -> tuple[int, int]:
+def _int_pair(v: Any, minimum: int) -> tuple[int, int]:
+    """An int (used for both spatial axes) or a pair of ints, each at least ``minimum``."""
     t = Attr.INTS.coerce(v)
     if len(t) == 1:
         t = t * 2
-    if len(t) != 2 or min(t) < 1:
-        raise ValueError(f"expected a positive int or a pair of them, got {v!r}")
+    if len(t) != 2 or min(t) < minimum:
+        raise ValueError(f"expected an int >= {minimum} or a pair of them, got {v!r}")
     return t
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return _int_pair(v, 1)
 
 
 def _padding(v: Any) -> Any:
@@ -52,12 +57,7 @@ def _padding(v: Any) -> Any:
         if low in ("same", "valid"):
             return "same" if low == "same" else (0, 0)
         raise ValueError(f'padding must be an int, a pair, "same" or "valid", got {v!r}')
-    t = Attr.INTS.coerce(v)
-    if len(t) == 1:
-        t = t * 2
-    if len(t) != 2 or min(t) < 0:
-        raise ValueError(f"padding must be a non-negative int or pair, got {v!r}")
-    return t
+    return _int_pair(v, 0)
 
 
 def _pos_int(v: Any) -> int:
