@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timing import median_ms  # noqa: E402
+from timing import fit_iteration_ms, median_ms  # noqa: E402
 
 import nd4py as nd  # noqa: E402
 from samediff.training import Sgd, TrainingConfig  # noqa: E402
@@ -138,13 +136,7 @@ def w7_rows(reps: int) -> dict:
     xs = rng.random((n, 1, 28, 28), dtype=np.float32)
     ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
     sd = lenet_samediff(p)
-    sd.fit((xs, ys), epochs=1, batch_size=B, verbose=0)  # compile and warm
-    fits = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        sd.fit((xs, ys), epochs=1, batch_size=B, verbose=0)
-        fits.append((time.perf_counter() - t0) / (n // B) * 1e3)
-    rows = {"nd4py fit": statistics.median(fits)}
+    rows = {"nd4py fit": fit_iteration_ms(sd, (xs, ys), B, reps)}
     xb, yb = xs[:B], ys[:B]
     try:
         import torch

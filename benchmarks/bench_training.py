@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import fit_iteration_ms  # noqa: E402
 
 from samediff import SameDiff
 from samediff.training import TrainingConfig
@@ -118,13 +123,7 @@ def main() -> None:
     n_fit = 40 * B
     xs = rng.random((n_fit, D), dtype=np.float32)
     ys = np.eye(C, dtype=np.float32)[rng.integers(0, C, n_fit)]
-    sd.fit((xs, ys), epochs=1, batch_size=B, verbose=0)  # warm
-    fits = []
-    for _ in range(max(3, reps // 3)):
-        t0 = time.perf_counter()
-        sd.fit((xs, ys), epochs=1, batch_size=B, verbose=0)
-        fits.append((time.perf_counter() - t0) / (n_fit // B) * 1e6)
-    t_fit = statistics.median(fits)
+    t_fit = fit_iteration_ms(sd, (xs, ys), B, max(3, reps // 3)) * 1e3
 
     res = {"numpy_step_us": t_numpy, "compiled_step_us": t_step, "fit_iteration_us": t_fit,
            "blas_floor_us": t_blas, "ratio_step_vs_numpy": t_step / t_numpy,

@@ -14,6 +14,7 @@ b'hello'
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -211,7 +212,6 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
 
 
 def _remove_quietly(name: str) -> None:
-    try:
+    # already gone (renamed or cleaned up): never hide the error being handled
+    with contextlib.suppress(OSError):
         os.unlink(name)
-    except OSError:
-        pass  # already gone (renamed or cleaned up); never hide the error being handled

@@ -11,6 +11,7 @@ config)``, ``nd.cnn.maxPooling2d(x, config)``) it expands into that op's attribu
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +19,12 @@ from typing import Any
 from ..errors import OpError
 
 
-class OpConfig:
+class OpConfig(abc.ABC):
     """A bundle of attributes in ND4J's spelling: ``op_attrs(op)`` gives the op's attributes."""
 
-    def op_attrs(self, op: Any) -> dict:  # pragma: no cover - every config overrides it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def op_attrs(self, op: Any) -> dict:
+        """The attributes of ``op`` this config stands for."""
 
     @classmethod
     def builder(cls) -> _Builder:
@@ -71,10 +73,9 @@ _WEIGHTS = {"YXIO": "HWIO", "HWIO": "HWIO", "OIYX": "OIHW", "OIHW": "OIHW"}
 
 
 @dataclass(frozen=True)
-class Conv2DConfig(OpConfig):
-    """ND4J's ``Conv2DConfig``: kernel ``kH``/``kW`` (documentation: the weights decide),
-    stride, padding, dilation, ``isSameMode``, ``dataFormat`` "NCHW"|"NHWC", ``weightsFormat``
-    "YXIO"/"HWIO" ([kH, kW, iC, oC], ND4J's default) | "OIYX"/"OIHW" (PyTorch/ONNX)."""
+class _Window2D(OpConfig):
+    """The fields ND4J's 2-D configs share, in their order: kernel, stride, padding,
+    dilation (each H then W)."""
 
     kH: int = -1
     kW: int = -1
@@ -84,6 +85,19 @@ class Conv2DConfig(OpConfig):
     pW: int = 0
     dH: int = 1
     dW: int = 1
+
+    def _window_attrs(self, same: bool) -> dict:
+        return {"stride": (self.sH, self.sW),
+                "padding": "same" if same else (self.pH, self.pW),
+                "dilation": (self.dH, self.dW)}
+
+
+@dataclass(frozen=True)
+class Conv2DConfig(_Window2D):
+    """ND4J's ``Conv2DConfig``: kernel ``kH``/``kW`` (documentation: the weights decide),
+    stride, padding, dilation, ``isSameMode``, ``dataFormat`` "NCHW"|"NHWC", ``weightsFormat``
+    "YXIO"/"HWIO" ([kH, kW, iC, oC], ND4J's default) | "OIYX"/"OIHW" (PyTorch/ONNX)."""
+
     isSameMode: bool = False
     dataFormat: str = "NCHW"
     weightsFormat: str = "YXIO"
@@ -94,9 +108,7 @@ class Conv2DConfig(OpConfig):
         self._choice("weightsFormat", tuple(_WEIGHTS))
 
     def op_attrs(self, op: Any) -> dict:
-        return {"stride": (self.sH, self.sW),
-                "padding": "same" if self.isSameMode else (self.pH, self.pW),
-                "dilation": (self.dH, self.dW), "data_format": self.dataFormat.upper(),
+        return {**self._window_attrs(self.isSameMode), "data_format": self.dataFormat.upper(),
                 "weights_format": _WEIGHTS[self.weightsFormat.upper()]}
 
 
@@ -125,19 +137,11 @@ class Conv1DConfig(OpConfig):
 
 
 @dataclass(frozen=True)
-class Pooling2DConfig(OpConfig):
+class Pooling2DConfig(_Window2D):
     """ND4J's ``Pooling2DConfig``: kernel ``kH``/``kW`` (required), stride (default 1),
     padding, dilation, ``type`` (informative: the op decides), ``divisor`` "EXCLUDE_PADDING"
     (ND4J's default) | "INCLUDE_PADDING" for average pooling, ``isSameMode``, ``isNHWC``."""
 
-    kH: int = -1
-    kW: int = -1
-    sH: int = 1
-    sW: int = 1
-    pH: int = 0
-    pW: int = 0
-    dH: int = 1
-    dW: int = 1
     type: str = "MAX"
     divisor: str = "EXCLUDE_PADDING"
     isSameMode: bool = False
@@ -149,9 +153,8 @@ class Pooling2DConfig(OpConfig):
         self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
 
     def op_attrs(self, op: Any) -> dict:
-        attrs = {"kernel": (self.kH, self.kW), "stride": (self.sH, self.sW),
-                 "padding": "same" if self.isSameMode else (self.pH, self.pW),
-                 "dilation": (self.dH, self.dW), "data_format": "NHWC" if self.isNHWC else "NCHW"}
+        attrs = {"kernel": (self.kH, self.kW), **self._window_attrs(self.isSameMode),
+                 "data_format": "NHWC" if self.isNHWC else "NCHW"}
         if op is not None and "count_include_pad" in op.attr_kinds:
             attrs["count_include_pad"] = self.divisor.upper() == "INCLUDE_PADDING"
         return attrs
