@@ -202,6 +202,26 @@ class Graph:
             if v.producer is not None and id(v.producer) in rebuilt:
                 v.producer = rebuilt[id(v.producer)]
 
+    def substitute(self, node: Node, values: Sequence[str]) -> None:
+        """Replace ``node`` by values already recorded into this graph (an op's expansion):
+        output ``i`` of the node becomes ``values[i]``, renamed to the output's name so its
+        readers are unchanged; the nodes are then re-sorted so producers come first."""
+        if len(values) != len(node.outputs):
+            raise GraphError(f"substitute: node {node.name!r} has {len(node.outputs)} outputs, "
+                             f"got {len(values)} values")
+        for v in values:
+            if self.var(v).producer is None:
+                raise GraphError(f"substitute: {v!r} is not computed by a node (an identity "
+                                 f"expansion must still record an op)")
+        self._touch()
+        self.nodes = [n for n in self.nodes if n is not node]
+        self.node_names.discard(node.name)
+        for o in node.outputs:
+            del self.vars[o]
+        for v, o in zip(values, node.outputs):
+            self.rename(v, o)
+        self.nodes = self.toposort()
+
     def set_kind(self, name: str, vtype: VariableType, ttype: TensorType | None = None,
                  value: np.ndarray | None = None) -> None:
         """Change a variable's kind (and type/value): constant <-> variable, fixed placeholder."""

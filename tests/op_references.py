@@ -205,13 +205,45 @@ def layer_norm_ref(x, gain, bias=None, *, dims=(-1,), epsilon=1e-5):
     return out if bias is None else out + placed(bias, x, axes)
 
 
-def batch_norm_ref(x, mean, variance, gamma, beta, *, epsilon=1e-5, axis=-1):
-    ax = axis % x.ndim
+def batch_norm_ref(x, mean, variance, gamma, beta, *, epsilon=1e-5, axis=-1, momentum=None):
+    ax = axis % x.ndim  # momentum only matters in training mode (batch_norm_train)
 
     def at(i):
         m, v, g, b = (p if np.ndim(p) == 0 else p[i[ax]] for p in (mean, variance, gamma, beta))
         return ((item(x, i) - m) / math.sqrt(v + epsilon)) * g + b
     return build(x.shape, at)
+
+
+def batch_norm_train_ref(x, mean, variance, gamma, beta, *, epsilon, axis, momentum):
+    """Per channel c: the values at every index whose ``axis`` entry is c, their mean and
+    biased variance (sums over that list), the normalized values, the moved statistics."""
+    ax = axis % x.ndim
+    stats = []
+    for c in range(x.shape[ax]):
+        vals = [item(x, i) for i in np.ndindex(*x.shape) if i[ax] == c]
+        m = math.fsum(vals) / len(vals)
+        stats.append((m, math.fsum((v - m) ** 2 for v in vals) / len(vals)))
+
+    def param(p, c):
+        return p if np.ndim(p) == 0 else p[c]
+
+    def at(i):
+        c = i[ax]
+        m, v = stats[c]
+        return (item(x, i) - m) / math.sqrt(v + epsilon) * param(gamma, c) + param(beta, c)
+    new_mean = [momentum * mean[c] + (1 - momentum) * stats[c][0] for c in range(len(stats))]
+    new_var = [momentum * variance[c] + (1 - momentum) * stats[c][1] for c in range(len(stats))]
+    return build(x.shape, at), np.array(new_mean), np.array(new_var)
+
+
+def check_dropout_mask(r, a, x_shape=None):
+    """Values are 0 or 1/p; the kept fraction is p within 6 standard errors."""
+    p = a["p"]
+    vals = r.astype(np.float64).ravel()
+    scale = float(np.asarray(1.0 / p, dtype=r.dtype))
+    assert set(np.unique(vals).tolist()) <= {0.0, scale}
+    kept = (vals != 0).mean()
+    assert abs(kept - p) < 6 * math.sqrt(p * (1 - p) / vals.size) + 1e-12
 
 
 def concat_ref(*xs, axis=0):

@@ -29,7 +29,7 @@ import numpy as np
 try:  # rootdir-relative import (tests/ is not a package) ...
     from op_references import (
         arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
-        check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
+        batch_norm_train_ref, check_bernoulli, check_dropout_mask, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
         pw, reshape_like_ref, slice_grad_ref, split_like_ref,
@@ -39,7 +39,7 @@ try:  # rootdir-relative import (tests/ is not a package) ...
 except ImportError:  # ... or tests/ became one
     from .op_references import (
         arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
-        check_bernoulli, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
+        batch_norm_train_ref, check_bernoulli, check_dropout_mask, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
         pw, reshape_like_ref, slice_grad_ref, split_like_ref,
@@ -426,6 +426,20 @@ SAMPLES["batch_norm"] = [
     S([u(2, 3, 4), u(3), pos(3), pos(3), u(3)], {"axis": 1}, batch_norm_ref),
     S([u(4, 3), u(3), pos(3), pos(3), u(3)], {"epsilon": 1e-3}, batch_norm_ref),
     S([u(2, 3), u(3), pos(3), 2.0, 0.5], {}, batch_norm_ref),  # scalar gamma/beta broadcast
+]
+SAMPLES["batch_norm_train"] = [
+    S([u(4, 3, 2), u(3), pos(3), pos(3), u(3)], {"axis": 1, "momentum": 0.8},
+      batch_norm_train_ref, rtol=1e-4, atol=1e-4),
+    S([u(5, 3), u(3), pos(3), 1.5, -0.5], {"epsilon": 1e-3}, batch_norm_train_ref,
+      rtol=1e-4, atol=1e-4),
+]
+SAMPLES["dropout"] = [
+    S([u(3, 4)], {"p": 0.7}, lambda x, *, p: x),  # inference: the identity
+    S([u(2, 3, 2)], {}, lambda x, *, p: x),
+]
+SAMPLES["dropout_mask"] = [
+    S([u(40, 50)], {"p": 0.3}, check=check_dropout_mask),
+    S([u(2000)], {"p": 0.9}, check=check_dropout_mask),
 ]
 SAMPLES["bias_add"] = [
     S([iv(2, 3), iv(3)],

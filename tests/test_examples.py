@@ -47,3 +47,28 @@ def test_mnist_mlp_on_idx_files(tmp_path):
 def test_custom_layer():
     out = _run("examples/custom_layer.py", "--epochs", "40")
     assert "gradient check PASSED" in out and "identical predictions" in out
+
+
+def test_cnn_digits_reaches_98_5_percent_and_the_eager_network_agrees():
+    pytest.importorskip("sklearn")
+    out = _run("examples/cnn_digits.py", "--verbose", "0")
+    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
+    assert accuracy >= 0.985, out
+    assert "reloaded: " + f"{accuracy:.4f}" in out
+    gap = float(out.split("max difference ")[1].split()[0])
+    assert gap <= 1e-5, out
+
+
+def test_cnn_digits_on_idx_files(tmp_path):
+    from samediff.datasets import write_idx
+    rng = np.random.default_rng(1)
+    for prefix, n in (("train", 64), ("t10k", 32)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 50, (n, 28, 28)).astype(np.uint8)
+        images[np.arange(n), labels * 2, :] = 255
+        write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", images)
+        write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", labels)
+    out = _run("examples/cnn_digits.py", "--data-dir", str(tmp_path), "--epochs", "1",
+               "--verbose", "0")
+    assert "MNIST: 64 training and 32 test images of 28x28" in out
+    assert "reloaded" in out and "max difference" in out

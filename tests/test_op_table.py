@@ -88,7 +88,7 @@ def _eager(op: OpDef, inputs: list, attrs: dict) -> tuple[np.ndarray, ...]:
 def _public(op: OpDef, inputs: list, attrs: dict) -> Any:
     """The user-facing nd4py function of ``op``, called the way a user would."""
     attrs = dict(attrs)
-    if op.random:
+    if op.random and not op.inputs:
         shape = attrs.pop("shape")
         return getattr(nd.random, op.name)(*shape, **attrs)
     if op.name in ("zeros", "ones"):  # nd.zeros(*shape, dtype=)

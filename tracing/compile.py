@@ -143,9 +143,10 @@ class CompiledFunction:
     """
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None,
-                 max_signatures: int | None = None) -> None:
+                 max_signatures: int | None = None, training: bool = False) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.training = training  # traced in training mode (dropout on, batch statistics)
         self.name = name or getattr(fn, "__qualname__", repr(fn))
         self._max_signatures = None if max_signatures is None else check_cache_size(max_signatures)
         self._entries: OrderedDict[Any, _Entry] = OrderedDict()  # LRU: oldest first
@@ -172,7 +173,8 @@ class CompiledFunction:
         except AttributeError:  # no __dict__ (slots): the instance becomes a static argument
             return functools.partial(self, obj)
         if bound is None:
-            bound = CompiledFunction(self.fn.__get__(obj, objtype), self.name, self._max_signatures)
+            bound = CompiledFunction(self.fn.__get__(obj, objtype), self.name, self._max_signatures,
+                                     self.training)
             obj.__dict__[slot] = bound
         return bound
 
@@ -183,8 +185,15 @@ class CompiledFunction:
         return self._max_signatures if self._max_signatures is not None else DEFAULT_MAX_SIGNATURES
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if CURRENT_TRACE.get() is not None:  # inside a scope: become part of its trace
-            return self.fn(*args, **kwargs)
+        outer = CURRENT_TRACE.get()
+        if outer is not None:  # inside a scope: become part of its trace, in our mode
+            if self.training == outer.training:
+                return self.fn(*args, **kwargs)
+            outer.training, mode = self.training, outer.training
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                outer.training = mode
         if not kwargs:  # fast path: positional arrays only (the common replay)
             try:
                 fast = tuple([(x._data.dtype, x._data.shape) for x in args if type(x) is NDArray])
@@ -226,7 +235,7 @@ class CompiledFunction:
     def _trace_and_run(self, args: tuple, kwargs: dict, leaves: list[NDArray], structure: Any,
                        signature: Any) -> Any:
         owner = str(self._owner)
-        trace = Trace(owner=self._owner, read_hint=_READ_HINT)
+        trace = Trace(owner=self._owner, read_hint=_READ_HINT, training=self.training)
         names = _leaf_names(self.fn, args, kwargs)
         proxies = [trace.add_argument(TensorType(x.shape, x.dtype), f"argument {n} of {owner}")
                    for x, n in zip(leaves, names)]
@@ -403,20 +412,22 @@ class CompiledGraphFunction(CompiledFunction):
 
 
 def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = None,
-            max_signatures: int | None = None) -> Any:
+            max_signatures: int | None = None, training: bool = False) -> Any:
     """Compile ``fn``: ``@nd.compile``, ``nd.compile(fn)``, or ND4J's ``nd.compile(n, fn)``.
 
     ``max_signatures`` bounds how many input signatures (shapes, dtypes, static arguments) the
     function keeps traced; the least recently used are forgotten (default
-    ``DEFAULT_MAX_SIGNATURES``, see ``nd.set_cache_size``).
+    ``DEFAULT_MAX_SIGNATURES``, see ``nd.set_cache_size``). ``training=True`` traces in
+    training mode: dropout drops (a fresh mask each call) and batch norm normalizes with the
+    batch's statistics (``samediff/ops/train_mode.py``).
     """
     if isinstance(fn, int) and not isinstance(fn, bool):
         if fn2 is None:
             raise TypeError("nd.compile(num_inputs, fn): fn is missing")
         return CompiledGraphFunction(fn, fn2, max_signatures)
     if fn is None:
-        return lambda f: CompiledFunction(f, name, max_signatures)
-    return CompiledFunction(fn, name, max_signatures)
+        return lambda f: CompiledFunction(f, name, max_signatures, training)
+    return CompiledFunction(fn, name, max_signatures, training)
 
 
 def _has_graph_values(args: tuple, kwargs: dict) -> bool:

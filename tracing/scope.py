@@ -29,11 +29,12 @@ class GraphScope:
     inlined into it instead.
     """
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, training: bool = False) -> None:
         if name is None:
             frame = sys._getframe(1)
             name = f"graph_scope at {frame.f_code.co_filename}:{frame.f_lineno}"
         self.name = name
+        self.training = training
         self._trace: Trace | None = None
         self._token: Any = None
         self._done: Trace | None = None
@@ -54,7 +55,7 @@ class GraphScope:
             raise TracingError(f"{self.name}: begin() while {outer.owner} is still tracing on "
                                f"this thread; nested graph scopes are not supported (ND4J). "
                                f"End the outer scope first, or record these ops in it directly")
-        self._trace = Trace(owner=self.name)
+        self._trace = Trace(owner=self.name, training=self.training)
         self._token = CURRENT_TRACE.set(self._trace)
         return self
 
@@ -114,9 +115,12 @@ class GraphScope:
                           f"cache: {PLAN_CACHE.stats.as_dict()}"])
 
 
-def graph_scope(name: str | None = None) -> GraphScope:
-    """Trace the ops of a ``with`` block (or ``begin()``/``end()``) into one planned graph."""
+def graph_scope(name: str | None = None, *, training: bool = False) -> GraphScope:
+    """Trace the ops of a ``with`` block (or ``begin()``/``end()``) into one planned graph.
+
+    ``training=True`` traces in training mode: dropout drops and batch norm uses the batch's
+    statistics (``samediff/ops/train_mode.py``)."""
     if name is None:
         frame = sys._getframe(1)
         name = f"graph_scope at {frame.f_code.co_filename}:{frame.f_lineno}"
-    return GraphScope(name)
+    return GraphScope(name, training)

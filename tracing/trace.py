@@ -34,8 +34,12 @@ class Trace:
     read_hint = ("before its graph_scope ends; read it after the `with` block, or keep the "
                  "computation in ops (e.g. nd.where instead of `if`)")
 
-    def __init__(self, owner: Hashable = None, read_hint: str | None = None) -> None:
+    def __init__(self, owner: Hashable = None, read_hint: str | None = None,
+                 training: bool = False) -> None:
         self.owner = owner
+        # training mode: ops with a training form (dropout, batch_norm) record that form
+        # instead (samediff/ops/train_mode.py); the op sequence, hence the plan key, differs
+        self.training = training
         if read_hint is not None:
             self.read_hint = read_hint
         self.nodes: list[Node] = []
@@ -109,6 +113,8 @@ class Trace:
             rec = op.make_attrs({})
         slots = tuple([self.slot_of(x) for x in inputs])
         types = self.types
+        if self.training and op.training is not None:
+            return self._record_training_form(op, rec, slots)
         out_types = op.infer_types([types[s] for s in slots], rec)
         index = len(self.nodes)
         first = len(types)
@@ -127,6 +133,15 @@ class Trace:
         lazies = tuple([LazyArray(self, s, t, origin) for s, t in zip(outs, out_types)])
         self._lazies.extend([weakref.ref(x) for x in lazies])
         return lazies
+
+    def _record_training_form(self, op: OpDef, rec: Any, slots: tuple[int, ...]) -> Any:
+        """Record ``op``'s training form on proxies of its input slots (eager inputs too); the
+        form's state updates (running statistics) have nowhere to go in a trace and are
+        dropped (``batch_norm_train`` returns them)."""
+        origin = f"an input of {op.name}'s training form"
+        handles = [LazyArray(self, s, self.types[s], origin) for s in slots]
+        outs, _updates = op.training(handles, rec)
+        return tuple(outs) if op.multi_output or len(outs) != 1 else outs[0]
 
     def record_inplace(self, target: NDArray, op: OpDef, inputs: list, attrs: dict) -> NDArray:
         """``target.addi(...)`` while tracing: record functionally, rebind ``target`` to the

@@ -4,6 +4,7 @@ from . import creation, grad_ops, random_ops, shape_ops  # noqa: F401
 from . import cnn  # noqa: F401
 from . import grads_elementwise, grads_reductions  # noqa: F401  (gradient rules, after the ops)
 from . import grads_structural  # noqa: F401
+from . import train_mode  # noqa: F401  (dropout, training batch norm; uses the rules above)
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table
 

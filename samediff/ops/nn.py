@@ -192,7 +192,7 @@ define("layer_norm", ["x", "gain", "bias?"],
 
 # --- batch_norm -------------------------------------------------------------------------------
 
-def _batch_norm(x, mean, variance, gamma, beta, *, epsilon, axis):
+def _batch_norm(x, mean, variance, gamma, beta, *, epsilon, axis, momentum):
     x = np.asarray(x)
     ax = axis % x.ndim
     # Fold the per-channel parameters first: one scale and one shift touch x.
@@ -210,9 +210,12 @@ def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
 
 define("batch_norm", ["x", "mean", "variance", "gamma", "beta"],
        probed_infer("batch_norm", _batch_norm_infer_shape, (("axis", 0),)), _batch_norm,
-       attrs={"epsilon": (Attr.FLOAT, 1e-5), "axis": (Attr.INT, -1)}, namespace="nn",
-       doc="Inference batch norm ``(x - mean) / sqrt(variance + epsilon) * "
-       "gamma + beta`` with 1-D parameters applied along ``axis``.")
+       attrs={"epsilon": (Attr.FLOAT, 1e-5), "axis": (Attr.INT, -1),
+              "momentum": (Attr.FLOAT, 0.9)}, namespace="nn",
+       doc="Batch norm ``(x - mean) / sqrt(variance + epsilon) * gamma + beta`` with 1-D "
+       "parameters applied along ``axis``, using the running ``mean``/``variance``. In "
+       "training mode (``fit``...) it is ``batch_norm_train``: batch statistics, and the "
+       "running ones move by ``momentum`` (see ``samediff/ops/train_mode.py``).")
 
 
 # --- bias_add / linear ------------------------------------------------------------------------

@@ -274,6 +274,9 @@ class OpDef:
     row_kernel: RowKernel | None = None    # a row anchor (softmax, layer_norm...)
     # -- autodiff --
     grad: Any = None                 # rule(inputs, outputs, grads, attrs), or NONDIFF
+    # -- training mode --
+    training: Any = None             # the op's training-mode form (dropout, batch_norm), see
+                                     # ``deftraining``; None: the op is the same in training
     attrs_type: type = field(init=False, repr=False)
     default_attrs: Any = field(init=False, repr=False)
 
@@ -467,6 +470,21 @@ def defgrad(name: str, rule: Callable[..., Any]) -> None:
     if op.grad is not None:
         raise ValueError(f"op {name!r} already has a gradient rule")
     object.__setattr__(op, "grad", rule)
+
+
+def deftraining(name: str, form: Callable[..., Any]) -> None:
+    """Attach a training-mode form: ``form(inputs, attrs) -> (outputs, updates)``.
+
+    In training mode (``fit``, ``graph_scope(training=True)``, ``nd.compile(training=True)``)
+    the op is replaced by what ``form`` records, written with ordinary ops on the input values
+    like a gradient rule (``x * op.dropout_mask(x, p=attrs.p)``). ``outputs`` stand for the
+    op's outputs; ``updates`` maps an input index to the value that input takes after a
+    training step (batch norm's running statistics): ``fit`` writes it into that input when
+    the input is a trainable-kind (VARIABLE) variable and does not train it by gradient."""
+    op = get_op(name)
+    if op.training is not None:
+        raise ValueError(f"op {name!r} already has a training form")
+    object.__setattr__(op, "training", form)
 
 
 def nondifferentiable(*names: str) -> None:

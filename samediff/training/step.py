@@ -10,6 +10,9 @@ weak Python floats, so a float32 model stays float32.
 Each step then runs one cached ``StepPlan`` (compiled by default) whose inputs are the batch,
 the parameters, the updater state and the scalars, and whose outputs are the loss, the new
 parameters and the new state, which are written into the parameters' and state's own buffers.
+The step graph starts from the user's graph in *training mode* (``mode.py``: dropout active,
+batch norm on batch statistics); the running statistics it computes are written into their
+variables after each applied step, like the parameters.
 
 **A non-finite step changes nothing.** The update writes straight into those buffers (buffer
 donation), so NaN/inf must be caught before it runs. A ``StepPlan`` is therefore two compiled
@@ -40,6 +43,7 @@ from ..recorder import GraphRecorder
 from ..runtime import check_feed, typed_plan
 from .config import TrainingConfig
 from .finite import all_finite
+from .mode import training_graph
 from .state import UpdaterState
 
 _WEAK_FLOAT = type_of(1.0)
@@ -59,13 +63,16 @@ class TrainStep:
         if not losses:
             raise TrainingError("fit: no loss variables; mark one with v.mark_as_loss(), use an "
                                 "sd.loss.* function, or set TrainingConfig(loss_variables=...)")
-        user = sd.graph
         for name in extra_outputs:  # before anything runs (donation updates in place)
-            user.var(name)
+            sd.graph.var(name)
+        # the graph in training mode (dropout on, batch statistics); the variables it updates
+        # by assignment (running statistics) are not trained by gradient
+        user, self.state_updates = training_graph(sd.graph)
         upstream = user.upstream(losses)
         # like PyTorch/ND4J, variables no loss depends on (an unused head) are not trained
         self.params = [n for n, v in user.vars.items() if v.vtype is VariableType.VARIABLE
-                       and v.ttype.dtype.kind == "f" and n in upstream]
+                       and v.ttype.dtype.kind == "f" and n in upstream
+                       and n not in self.state_updates]
         if not self.params:
             raise TrainingError("fit: no trainable (floating-point VARIABLE) variable affects "
                                 f"the losses {list(losses)}")
@@ -126,7 +133,7 @@ class TrainStep:
         # what the update reads that the first plan computes: the gradients, as a rule
         self._handoff = sorted(reads - fed)
         self._checked = list(dict.fromkeys([self.loss_name, *self.grads.values()]))
-        first = [self.loss_name, *self.extra_outputs]
+        first = [self.loss_name, *self.extra_outputs, *self.state_updates.values()]
         if self.penalty_name is not None:
             first.append(self.penalty_name)
         self._gradient_outputs = list(dict.fromkeys([*first, *self._checked, *self._handoff]))
@@ -197,7 +204,7 @@ class TrainStep:
     def outputs(self) -> list[str]:
         """Everything a step computes: loss, extra outputs, penalty, the gradients (checked for
         NaN/inf even when the updater ignores them, as ``NoOp`` does), new parameters, state."""
-        names = [self.loss_name, *self.extra_outputs]
+        names = [self.loss_name, *self.extra_outputs, *self.state_updates.values()]
         if self.penalty_name is not None:
             names.append(self.penalty_name)
         names.extend(self.grads.values())
@@ -247,6 +254,8 @@ class TrainStep:
                 _store(sd.graph.vars[p].value, results[self.new_params[p]])
                 for s in self.slots:
                     _store(state.arrays[p][s], results[self.new_state[p][s]])
+            for name, value in self.state_updates.items():  # running statistics
+                _store(sd.graph.vars[name].value, results[value])
             state.iteration += 1
         self.last_penalty = (None if self.penalty_name is None
                              else float(results[self.penalty_name]))
