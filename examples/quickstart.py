@@ -35,7 +35,7 @@ def samediff_mlp() -> None:
         hidden = sd.nn.relu(features.mmul(w1).add(b1), name="hidden")
     w2 = sd.var("w2", "xavier", nd.FLOAT, 8, 3)
     logits = hidden.mmul(w2)
-    probs = sd.nn.softmax("probs", logits)
+    sd.nn.softmax("probs", logits)
     loss = (labels * sd.nn.log_softmax(logits)).sum(1).mean().neg()
     loss.rename("loss").mark_as_loss()
     print(sd.summary())

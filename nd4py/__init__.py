@@ -37,6 +37,10 @@ from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
 from samediff.frontends.cnn_config import Conv1DConfig, Conv2DConfig, Pooling2DConfig  # noqa: F401
+from samediff.frontends.cnn_config import (  # noqa: F401
+    Conv3DConfig, DeConv2DConfig, DeConv3DConfig)
+from samediff.frontends.cnn_config import (  # noqa: F401
+    LocalResponseNormalizationConfig, Pooling1DConfig, Pooling3DConfig)
 from samediff.namespaces import OpNamespace, op_namespaces
 from tracing import (CompiledFunction, CompiledGraphFunction, GraphScope,  # noqa: F401
                      LazyArray, RetraceWarning, cache_stats, clear_cache, compile, graph_scope,

@@ -799,3 +799,13 @@ try:  # the cnn ops' rows (tests/op_samples_cnn.py)
 except ImportError:
     from .op_samples_cnn import cnn_samples
 SAMPLES.update(cnn_samples(S))
+try:  # the 1-D/3-D/global pooling, layout and LRN rows (tests/op_samples_cnn_layout.py)
+    from op_samples_cnn_layout import cnn_layout_samples
+except ImportError:
+    from .op_samples_cnn_layout import cnn_layout_samples
+SAMPLES.update(cnn_layout_samples(S))
+try:  # conv3d, deconv2d/3d, depthwise and separable rows (tests/op_samples_cnn_more_conv.py)
+    from op_samples_cnn_more_conv import more_conv_samples
+except ImportError:
+    from .op_samples_cnn_more_conv import more_conv_samples
+SAMPLES.update(more_conv_samples(S))

@@ -34,7 +34,8 @@ def _loss_graph(op, inputs, attrs, like=()):
     return sd
 
 
-_LIKE = {"conv2d_input_grad": (2,), "conv2d_weight_grad": (2,), "avg_pooling2d_grad": (1,)}
+_LIKE = {"conv2d_input_grad": (2,), "conv2d_weight_grad": (2,), "avg_pooling2d_grad": (1,),
+         "avg_pooling1d_grad": (1,), "avg_pooling3d_grad": (1,)}  # shape-only inputs
 GRAD_CASES = [pytest.param(n, k, id=f"{n}-{k}") for n in CNN if REGISTRY[n].grad is not NONDIFF
               for k in range(len(SAMPLES[n]))]
 

@@ -526,8 +526,6 @@ def test_seed_002_cosine_and_its_diff():
     np.testing.assert_allclose(sd.calculateGradients({}, "x")["x"].numpy(), -np.sin(v), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="no sd.cnn namespace, so no sd.cnn.batchToSpace(x, blocks, "
-                   "croppingTop, croppingBottom) (002:160-168)")
 def test_seed_002_batch_to_space():
     sd = nd.SameDiff.create()                                                 # T77 002:160
     x = sd.var("x", nd.create(np.arange(16, dtype=np.float32).reshape(4, 2, 2, 1)))

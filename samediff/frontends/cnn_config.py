@@ -108,8 +108,13 @@ class Conv2DConfig(_Window2D):
         self._choice("weightsFormat", tuple(_WEIGHTS))
 
     def op_attrs(self, op: Any) -> dict:
-        return {**self._window_attrs(self.isSameMode), "data_format": self.dataFormat.upper(),
-                "weights_format": _WEIGHTS[self.weightsFormat.upper()]}
+        attrs = {**self._window_attrs(self.isSameMode), "data_format": self.dataFormat.upper(),
+                 "weights_format": _WEIGHTS[self.weightsFormat.upper()]}
+        if op is not None and "kernel" in op.attr_kinds:  # im2Col: the kernel is an attribute
+            attrs["kernel"] = (self.kH, self.kW)
+        if op is not None and "weights_format" not in op.attr_kinds:  # im2Col/col2Im: no weights
+            attrs.pop("weights_format")
+        return attrs
 
 
 @dataclass(frozen=True)
@@ -160,4 +165,163 @@ class Pooling2DConfig(_Window2D):
         return attrs
 
 
-__all__ = ["Conv1DConfig", "Conv2DConfig", "OpConfig", "Pooling2DConfig"]
+def _pool_attrs(cfg: Any, op: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
+                data_format: str) -> dict:
+    attrs = {"kernel": kernel, "stride": stride, "padding": "same" if cfg.isSameMode else padding,
+             "dilation": dilation, "data_format": data_format}
+    if op is not None and "count_include_pad" in op.attr_kinds:
+        attrs["count_include_pad"] = cfg.divisor.upper() == "INCLUDE_PADDING"
+    return attrs
+
+
+@dataclass(frozen=True)
+class Pooling1DConfig(OpConfig):
+    """ND4J's ``Pooling1DConfig``: kernel ``k`` (required), stride ``s``, padding ``p``,
+    dilation ``d``, ``type`` (informative: ``maxPooling1d``/``avgPooling1d`` decide),
+    ``divisor`` as ``Pooling2DConfig``, ``isSameMode``, ``isNCW`` (default True: NCW)."""
+
+    k: int = -1
+    s: int = 1
+    p: int = 0
+    d: int = 1
+    type: str = "MAX"
+    divisor: str = "EXCLUDE_PADDING"
+    isSameMode: bool = False
+    isNCW: bool = True
+
+    def __post_init__(self) -> None:
+        self._check(("k", "s", "d"), ("p",))
+        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
+
+    def op_attrs(self, op: Any) -> dict:
+        return _pool_attrs(self, op, self.k, self.s, self.p, self.d,
+                           "NCW" if self.isNCW else "NWC")
+
+
+@dataclass(frozen=True)
+class Pooling3DConfig(OpConfig):
+    """ND4J's ``Pooling3DConfig``: kernel ``kD``/``kH``/``kW`` (required), stride, padding,
+    dilation (each D, H, W), ``type`` (informative), ``divisor``, ``isSameMode``,
+    ``dataFormat`` "NCDHW" (default) | "NDHWC" (older ND4J's ``isNCDHW=False`` also works)."""
+
+    kD: int = -1
+    kW: int = -1
+    kH: int = -1
+    sD: int = 1
+    sW: int = 1
+    sH: int = 1
+    pD: int = 0
+    pW: int = 0
+    pH: int = 0
+    dD: int = 1
+    dW: int = 1
+    dH: int = 1
+    type: str = "MAX"
+    divisor: str = "EXCLUDE_PADDING"
+    isSameMode: bool = False
+    dataFormat: str = "NCDHW"
+    isNCDHW: bool | None = None
+
+    def __post_init__(self) -> None:
+        self._check(("kD", "kW", "kH", "sD", "sW", "sH", "dD", "dW", "dH"), ("pD", "pW", "pH"))
+        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
+        self._choice("dataFormat", ("NCDHW", "NDHWC"))
+
+    def op_attrs(self, op: Any) -> dict:
+        fmt = self.dataFormat.upper() if self.isNCDHW is None else (
+            "NCDHW" if self.isNCDHW else "NDHWC")
+        return _pool_attrs(self, op, (self.kD, self.kH, self.kW), (self.sD, self.sH, self.sW),
+                           (self.pD, self.pH, self.pW), (self.dD, self.dH, self.dW), fmt)
+
+
+@dataclass(frozen=True)
+class LocalResponseNormalizationConfig(OpConfig):
+    """ND4J's ``LocalResponseNormalizationConfig``: ``alpha`` (1), ``beta`` (0.5), ``bias``
+    (1), ``depth`` (5: the half-width of the channel window)."""
+
+    alpha: float = 1.0
+    beta: float = 0.5
+    bias: float = 1.0
+    depth: int = 5
+
+    def __post_init__(self) -> None:
+        self._check((), ("depth",))
+        for f in ("alpha", "beta", "bias"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise OpError(f"LocalResponseNormalizationConfig: {f} must be a number, got {v!r}")
+
+    def op_attrs(self, op: Any) -> dict:
+        return {"alpha": float(self.alpha), "beta": float(self.beta), "bias": float(self.bias),
+                "depth": self.depth}
+
+
+@dataclass(frozen=True)
+class _Window3D(OpConfig):
+    """The fields ND4J's 3-D convolution configs share: kernel, stride, padding, dilation
+    (each D, H, W), ``isSameMode``, ``dataFormat`` "NCDHW"|"NDHWC"."""
+
+    kD: int = -1
+    kH: int = -1
+    kW: int = -1
+    sD: int = 1
+    sH: int = 1
+    sW: int = 1
+    pD: int = 0
+    pH: int = 0
+    pW: int = 0
+    dD: int = 1
+    dH: int = 1
+    dW: int = 1
+    isSameMode: bool = False
+    dataFormat: str = "NCDHW"
+
+    def __post_init__(self) -> None:
+        self._check(("sD", "sH", "sW", "dD", "dH", "dW"), ("pD", "pH", "pW"))
+        self._choice("dataFormat", ("NCDHW", "NDHWC"))
+
+    def op_attrs(self, op: Any) -> dict:
+        return {"stride": (self.sD, self.sH, self.sW),
+                "padding": "same" if self.isSameMode else (self.pD, self.pH, self.pW),
+                "dilation": (self.dD, self.dH, self.dW), "data_format": self.dataFormat.upper()}
+
+
+@dataclass(frozen=True)
+class Conv3DConfig(_Window3D):
+    """ND4J's ``Conv3DConfig`` (``conv3d``): kernel ``kD``/``kH``/``kW`` (documentation: the
+    weights decide), stride, padding, dilation, ``isSameMode``, ``dataFormat`` "NDHWC" (ND4J's
+    default for this config) | "NCDHW"; ``biasUsed`` is ignored (a bias is passed or not).
+    Weights: ND4J's ``[kD, kH, kW, iC, oC]``."""
+
+    dataFormat: str = "NDHWC"
+    biasUsed: bool = False
+
+
+@dataclass(frozen=True)
+class DeConv2DConfig(_Window2D):
+    """ND4J's ``DeConv2DConfig`` (``deconv2d``): kernel ``kH``/``kW`` (documentation),
+    stride, padding, dilation, ``isSameMode`` (output = input * stride), ``dataFormat``
+    "NCHW" (default) | "NHWC". Weights: ND4J's ``[kH, kW, oC, iC]``."""
+
+    isSameMode: bool = False
+    dataFormat: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        self._check(("sH", "sW", "dH", "dW"), ("pH", "pW"))
+        self._choice("dataFormat", ("NCHW", "NHWC"))
+
+    def op_attrs(self, op: Any) -> dict:
+        return {**self._window_attrs(self.isSameMode), "data_format": self.dataFormat.upper()}
+
+
+@dataclass(frozen=True)
+class DeConv3DConfig(_Window3D):
+    """ND4J's ``DeConv3DConfig`` (``deconv3d``): as ``Conv3DConfig``, ``dataFormat`` "NCDHW"
+    (ND4J's default for this config) | "NDHWC". Weights: ND4J's ``[kD, kH, kW, oC, iC]``."""
+
+
+__all__ = ["Conv1DConfig", "Conv2DConfig", "Conv3DConfig", "DeConv2DConfig", "DeConv3DConfig",
+           "LocalResponseNormalizationConfig", "OpConfig", "Pooling1DConfig", "Pooling2DConfig",
+           "Pooling3DConfig"]

@@ -22,6 +22,7 @@ from ..binding import is_array_like
 from ..errors import OpError
 from ..ops.registry import OpDef
 from .cnn_config import OpConfig
+from .cnn_overloads import CNN_OVERLOADS
 from .common import Frontend, Namespace
 
 #: op name -> its ND4J name(s) where they differ from the op's own name, and the Pythonic
@@ -55,6 +56,21 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     # cnn
     "max_pooling2d": "maxPooling2d",
     "avg_pooling2d": "avgPooling2d",
+    "depthwise_conv2d": "depthWiseConv2d",
+    "separable_conv2d": "separableConv2d",
+    "max_pooling1d": "maxPooling1d",
+    "avg_pooling1d": "avgPooling1d",
+    "max_pooling3d": "maxPooling3d",
+    "avg_pooling3d": "avgPooling3d",
+    "global_max_pooling": "globalMaxPooling",
+    "global_avg_pooling": "globalAvgPooling",
+    "im2col": "im2Col",
+    "col2im": "col2Im",
+    "space_to_depth": "spaceToDepth",
+    "depth_to_space": "depthToSpace",
+    "space_to_batch": "spaceToBatch",
+    "batch_to_space": "batchToSpace",
+    "local_response_normalization": "localResponseNormalization",
     # linalg
     "tensor_mmul": "tensorMmul",
     # shape
@@ -256,7 +272,8 @@ def _reshape_overload(args: tuple) -> tuple:
 
 #: ND4J overloads that reorder arguments: op name -> positional args (after a leading output
 #: name) rewritten to the op's own order, when the call matches the ND4J pattern.
-OVERLOADS = {"layer_norm": _layer_norm_overload, "reshape": _reshape_overload}
+OVERLOADS = {"layer_norm": _layer_norm_overload, "reshape": _reshape_overload,
+             **CNN_OVERLOADS}
 
 
 #: numpy's keywords -> the attribute they name when the op has no attribute of their own name.
