@@ -32,77 +32,30 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .registry import NONDIFF, REQUIRED, Attr, AttrKind, TensorType, define
+from .cnn_attrs import choice, padding, window
+from .registry import NONDIFF, REQUIRED, Attr, TensorType, define
 
 # --- attribute kinds --------------------------------------------------------------------------
 
 
-def _int_pair(v: Any, minimum: int) -> tuple[int, int]:
-    """An int (used for both spatial axes) or a pair of ints, each at least ``minimum``."""
-    t = Attr.INTS.coerce(v)
-    if len(t) == 1:
-        t = t * 2
-    if len(t) != 2 or min(t) < minimum:
-        raise ValueError(f"expected an int >= {minimum} or a pair of them, got {v!r}")
-    return t
-
-
-def _pair(v: Any) -> tuple[int, int]:
-    return _int_pair(v, 1)
-
-
-def _padding(v: Any) -> Any:
-    if isinstance(v, str):
-        low = v.lower()
-        if low in ("same", "valid"):
-            return "same" if low == "same" else (0, 0)
-        raise ValueError(f'padding must be an int, a pair, "same" or "valid", got {v!r}')
-    return _int_pair(v, 0)
-
-
-def _pos_int(v: Any) -> int:
-    v = Attr.INTS.coerce(v)
-    if len(v) != 1 or v[0] < 1:
-        raise ValueError(f"expected a positive int, got {v!r}")
-    return v[0]
-
-
-def _padding1(v: Any) -> Any:
-    p = _padding(v)
-    if p != "same" and p[0] != p[1]:
-        raise ValueError(f"conv1d padding is one int, got {v!r}")
-    return p if p == "same" else p[0]
-
-
-def _choice(*options: str) -> AttrKind:
-    def coerce(v: Any) -> str:
-        s = Attr.STR.coerce(v).upper()
-        s = {"YXIO": "HWIO", "OIYX": "OIHW"}.get(s, s)  # ND4J's WeightsFormat names
-        if s not in options:
-            raise ValueError(f"expected one of {options}, got {v!r}")
-        return s
-    return AttrKind("|".join(options), coerce)
-
-
-PAIR = AttrKind("pair", _pair)
-PADDING = AttrKind("padding", _padding)
+PAIR = window(2)
+PADDING = padding(2)
 
 CONV2D = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),
-          "groups": (Attr.INT, 1), "data_format": (_choice("NCHW", "NHWC"), "NCHW"),
-          "weights_format": (_choice("HWIO", "OIHW"), "HWIO")}
-CONV1D = {"stride": (AttrKind("int>0", _pos_int), 1),
-          "padding": (AttrKind("padding1", _padding1), 0),
-          "dilation": (AttrKind("int>0", _pos_int), 1), "groups": (Attr.INT, 1),
-          "data_format": (_choice("NCW", "NWC"), "NCW"),
-          "weights_format": (_choice("WIO", "OIW"), "WIO")}
+          "groups": (Attr.INT, 1), "data_format": (choice("NCHW", "NHWC"), "NCHW"),
+          "weights_format": (choice("HWIO", "OIHW"), "HWIO")}
+CONV1D = {"stride": (window(1), 1), "padding": (padding(1), 0),
+          "dilation": (window(1), 1), "groups": (Attr.INT, 1),
+          "data_format": (choice("NCW", "NWC"), "NCW"),
+          "weights_format": (choice("WIO", "OIW"), "WIO")}
 POOL2D = {"kernel": (PAIR, REQUIRED), "stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)),
-          "dilation": (PAIR, (1, 1)), "data_format": (_choice("NCHW", "NHWC"), "NCHW")}
+          "dilation": (PAIR, (1, 1)), "data_format": (choice("NCHW", "NHWC"), "NCHW")}
 AVG2D = {**POOL2D, "count_include_pad": (Attr.BOOL, False)}
 
 
 # --- shape and dtype inference ------------------------------------------------------------------
 
-def _float_dtype(name: str, types: list[TensorType], what: tuple[str, ...]) -> np.dtype:
+def float_dtype(name: str, types: list[TensorType], what: tuple[str, ...]) -> np.dtype:
     for t, w in zip(types, what):
         if t.dtype.kind != "f":
             raise OpError(f"{name} requires float inputs, got {t.dtype} {w} ({t}); cast it "
@@ -110,11 +63,12 @@ def _float_dtype(name: str, types: list[TensorType], what: tuple[str, ...]) -> n
     return np.result_type(*(t.dtype for t in types))
 
 
-def _tuple(v: Any, n: int) -> Any:
+def as_tuple(v: Any, n: int) -> Any:
+    """An int attribute (1-D ops) as an ``n``-tuple; tuples and ``"same"`` stay as they are."""
     return v if v == "same" or isinstance(v, tuple) else (v,) * n
 
 
-def _spatial(fmt: str) -> tuple[list[int], int]:
+def spatial_axes(fmt: str) -> tuple[list[int], int]:
     """Spatial axes and channel axis of an activation layout ("NCHW", "NWC"...)."""
     n = len(fmt) - 2
     return (list(range(2, 2 + n)), 1) if fmt[1] == "C" else (list(range(1, 1 + n)), n + 1)
@@ -125,7 +79,7 @@ def _out_size(size: int, k: int, s: int, d: int, p: Any) -> int:
     return -1 if k < 0 else K.axis_pads(size, k, s, d, p)[2]
 
 
-def _check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> None:
+def check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> None:
     if t.rank != rank:
         raise OpError(f"{name}: {what} must have rank {rank} ({layout}), got shape {t.shape}")
 
@@ -134,24 +88,24 @@ def _conv_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         if a.groups != 1:
             raise OpError(f"{name}: groups={a.groups} is not supported yet (only groups=1)")
-        dtype = _float_dtype(name, types, ("x", "w", "b"))
+        dtype = float_dtype(name, types, ("x", "w", "b"))
         fmt, wfmt = a.data_format, a.weights_format
         n = len(fmt) - 2
         x, w = types[0], types[1]
-        _check_rank(name, x, n + 2, "x", fmt)
-        _check_rank(name, w, n + 2, "w", wfmt)
+        check_rank(name, x, n + 2, "x", fmt)
+        check_rank(name, w, n + 2, "w", wfmt)
         if wfmt[0] == "O":
             oc, ic, ks = w.shape[0], w.shape[1], w.shape[2:]
         else:
             ks, ic, oc = w.shape[:n], w.shape[n], w.shape[n + 1]
-        axes, cax = _spatial(fmt)
+        axes, cax = spatial_axes(fmt)
         if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic:
             raise OpError(f"{name}: x has {x.shape[cax]} input channels ({fmt} {x.shape}) but "
                           f"w expects {ic} ({wfmt} {w.shape})")
         if len(types) == 3 and not (types[2].rank == 1 and types[2].shape[0] in (-1, oc)
                                     or oc < 0):
             raise OpError(f"{name}: b must be 1-D of {oc} output channels, got {types[2].shape}")
-        st, dl, pd = _tuple(a.stride, n), _tuple(a.dilation, n), _tuple(a.padding, n)
+        st, dl, pd = as_tuple(a.stride, n), as_tuple(a.dilation, n), as_tuple(a.padding, n)
         out = list(x.shape)
         for i, ax in enumerate(axes):
             out[ax] = _out_size(x.shape[ax], ks[i], st[i], dl[i],
@@ -164,9 +118,9 @@ def _conv_infer(name: str):
 def _pool_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
-        dtype = _float_dtype(name, types[:1], ("x",))
-        _check_rank(name, x, 4, "x", a.data_format)
-        axes, _ = _spatial(a.data_format)
+        dtype = float_dtype(name, types[:1], ("x",))
+        check_rank(name, x, 4, "x", a.data_format)
+        axes, _ = spatial_axes(a.data_format)
         out = list(x.shape)
         for i, ax in enumerate(axes):
             pad = "same" if a.padding == "same" else a.padding[i]
@@ -182,14 +136,14 @@ def _like_infer(name: str, like: int, labels: tuple[str, ...]):
     """Inference of a gradient helper: the shape of input ``like``, the float dtype of the
     inputs named by ``labels`` (the leading ones)."""
     def infer(types: list[TensorType], a: Any) -> TensorType:
-        dtype = _float_dtype(name, types[:len(labels)], labels)
+        dtype = float_dtype(name, types[:len(labels)], labels)
         return TensorType(types[like].shape, dtype)
     return infer
 
 
 # --- implementations (the kernels are in cnn_kernels.py) ----------------------------------------
 
-def _guard(*arrays, groups: int = 1, kernel=(), padding=()) -> None:
+def guard(*arrays, groups: int = 1, kernel=(), padding=()) -> None:
     """Eager calls run the impl without inference: refuse what inference refuses (the caller,
     ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
     if groups != 1 or any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None) or (
@@ -210,14 +164,19 @@ def _from_hwio(dw, wfmt: str):
     return np.ascontiguousarray(dw.transpose(3, 2, 0, 1)) if wfmt == "OIHW" else dw
 
 
-def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format):
-    _guard(x, w, b, groups=groups)
-    cf = _cf(data_format)
-    y = K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation, cf)
+def add_bias(y: np.ndarray, b: Any, cf: bool) -> np.ndarray:
+    """``y += b`` in place along the channel axis (1 when ``cf``, else the last)."""
     if b is not None:
         b = np.asarray(b, y.dtype)
-        y += b[:, None, None] if cf else b
+        y += b.reshape((-1,) + (1,) * (y.ndim - 2)) if cf else b
     return y
+
+
+def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format):
+    guard(x, w, b, groups=groups)
+    cf = _cf(data_format)
+    return add_bias(K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation,
+                           cf), b, cf)
 
 
 def _conv2d_input_grad(g, w, like, *, stride, padding, dilation, groups, data_format,
@@ -239,8 +198,8 @@ def _attrs(a: Any) -> dict:
     return dict(vars(a))
 
 
-def _channel_dims(fmt: str) -> tuple[int, ...]:
-    axes, _ = _spatial(fmt)
+def channel_dims(fmt: str) -> tuple[int, ...]:
+    axes, _ = spatial_axes(fmt)
     return (0, *axes)
 
 
@@ -248,7 +207,7 @@ def _conv2d_grad(ins, outs, gs, a):
     x, w, g, kw = ins[0], ins[1], gs[0], _attrs(a)
     grads = [op.conv2d_input_grad(g, w, x, **kw), op.conv2d_weight_grad(x, g, w, **kw)]
     if len(ins) == 3:
-        grads.append(op.sum(g, dims=_channel_dims(a.data_format)))
+        grads.append(op.sum(g, dims=channel_dims(a.data_format)))
     return grads
 
 
@@ -285,7 +244,7 @@ def _as2d(a: Any) -> tuple[dict, int, int]:
 
 
 def _conv1d(x, w, b=None, **attrs):
-    _guard(x, w, b, groups=attrs["groups"])
+    guard(x, w, b, groups=attrs["groups"])
     kw, xa, wa = _as2d(CONV1D_OP.attrs_type(**attrs))
     y = _conv2d(np.expand_dims(x, xa), np.expand_dims(w, wa), b, **kw)
     return np.squeeze(y, xa)
@@ -298,7 +257,7 @@ def _conv1d_grad(ins, outs, gs, a):
     grads = [op.squeeze(op.conv2d_input_grad(g4, w4, x4, **kw), axis=(xa,)),
              op.squeeze(op.conv2d_weight_grad(x4, g4, w4, **kw), axis=(wa,))]
     if len(ins) == 3:
-        grads.append(op.sum(gs[0], dims=_channel_dims(a.data_format)))
+        grads.append(op.sum(gs[0], dims=channel_dims(a.data_format)))
     return grads
 
 
@@ -311,7 +270,7 @@ CONV1D_OP = define("conv1d", ["x", "w", "b?"], _conv_infer("conv1d"), _conv1d, a
 # --- pooling ------------------------------------------------------------------------------------
 
 def _max_pool(x, *, kernel, stride, padding, dilation, data_format):
-    _guard(x, kernel=kernel, padding=padding)
+    guard(x, kernel=kernel, padding=padding)
     return K.max_pool(np.asarray(x), kernel, stride, padding, dilation, _cf(data_format))
 
 
@@ -321,7 +280,7 @@ def _max_pool_grad(x, g, *, kernel, stride, padding, dilation, data_format):
 
 
 def _avg_pool(x, *, kernel, stride, padding, dilation, data_format, count_include_pad):
-    _guard(x, kernel=kernel, padding=padding)
+    guard(x, kernel=kernel, padding=padding)
     return K.avg_pool(np.asarray(x), kernel, stride, padding, dilation, count_include_pad,
                       _cf(data_format))
 

@@ -34,9 +34,10 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .cnn import PADDING, PAIR
-from .cnn_volumetric import (add_bias, channel_dims, check_rank, choice, deconv_sizes, float_dtype,
-                             guard, spatial_axes, static_sizes)
+from .cnn import (PADDING, PAIR, add_bias, channel_dims, check_rank, float_dtype, guard,
+                  spatial_axes)
+from .cnn_attrs import choice
+from .cnn_volumetric import deconv_sizes, static_sizes
 from .registry import REQUIRED, AttrKind, TensorType, define
 
 DEPTHWISE = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),

@@ -36,7 +36,8 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .cnn import PADDING, PAIR, _attrs, _check_rank, _choice, _float_dtype, _out_size
+from .cnn import PADDING, PAIR, _attrs, check_rank, float_dtype, _out_size
+from .cnn_attrs import choice
 from .registry import REQUIRED, Attr, AttrKind, TensorType, define
 
 _GROUP = {"namespace": "cnn", "method": False}
@@ -70,7 +71,7 @@ def _scale_kind(n: int) -> AttrKind:
 def _up_infer(name: str, n: int, down: bool):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
-        _check_rank(name, x, n + 2, "x" if not down else "g", a.data_format)
+        check_rank(name, x, n + 2, "x" if not down else "g", a.data_format)
         out = list(x.shape)
         for s, ax in zip(a.scale, _spatial_axes(n + 2, a.data_format)):
             if x.shape[ax] < 0:
@@ -110,7 +111,7 @@ def _via(helper: str):
 
 for _n, _fmts in ((2, ("NCHW", "NHWC")), (3, ("NCDHW", "NDHWC"))):
     _name = f"upsampling{_n}d"
-    _UP = {"scale": (_scale_kind(_n), REQUIRED), "data_format": (_choice(*_fmts), _fmts[0])}
+    _UP = {"scale": (_scale_kind(_n), REQUIRED), "data_format": (choice(*_fmts), _fmts[0])}
     define(_name, ["x"], _up_infer(_name, _n, False), _upsample, attrs=_UP, **_GROUP,
            grad=_via(f"{_name}_grad"),
            doc=f"Nearest-neighbour {_n}-D upsampling: each spatial axis of ``x`` "
@@ -124,7 +125,7 @@ for _n, _fmts in ((2, ("NCHW", "NHWC")), (3, ("NCDHW", "NDHWC"))):
 # --- im2col / col2im ------------------------------------------------------------------------------
 
 _WINDOW = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),
-           "data_format": (_choice("NCHW"), "NCHW")}
+           "data_format": (choice("NCHW"), "NCHW")}
 IM2COL = {"kernel": (PAIR, REQUIRED), **_WINDOW}
 COL2IM = {"size": (PAIR, REQUIRED), **_WINDOW}
 
@@ -136,7 +137,7 @@ def _pads(a: Any, axis: int, size: int, k: int) -> tuple[int, int, int]:
 
 def _im2col_infer(types: list[TensorType], a: Any) -> TensorType:
     x = types[0]
-    _check_rank("im2col", x, 4, "x", "NCHW")
+    check_rank("im2col", x, 4, "x", "NCHW")
     oh = _out_size(x.shape[2], a.kernel[0], a.stride[0], a.dilation[0],
                    "same" if a.padding == "same" else a.padding[0])
     ow = _out_size(x.shape[3], a.kernel[1], a.stride[1], a.dilation[1],
@@ -240,7 +241,7 @@ define("col2im", ["cols"], _col2im_infer, _col2im, attrs=COL2IM, **_GROUP,
 # --- space_to_depth / depth_to_space --------------------------------------------------------------
 
 DEPTH = {"block_size": (AttrKind("int>1", lambda v: _at_least(v, 2)), REQUIRED),
-         "data_format": (_choice("NCHW", "NHWC"), "NCHW")}
+         "data_format": (choice("NCHW", "NHWC"), "NCHW")}
 
 
 def _at_least(v: Any, low: int) -> int:
@@ -253,7 +254,7 @@ def _at_least(v: Any, low: int) -> int:
 def _depth_infer(name: str, to_depth: bool):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x, b = types[0], a.block_size
-        _check_rank(name, x, 4, "x", a.data_format)
+        check_rank(name, x, 4, "x", a.data_format)
         cax = 1 if _cf(a.data_format) else 3
         out = list(x.shape)
         for ax in _spatial_axes(4, a.data_format):
@@ -443,14 +444,14 @@ define("batch_to_space", ["x"], _b2s_infer, _batch_to_space, **_GROUP,
 
 LRN = {"alpha": (Attr.FLOAT, 1.0), "beta": (Attr.FLOAT, 0.5), "bias": (Attr.FLOAT, 1.0),
        "depth": (AttrKind("int>=0", lambda v: _at_least(v, 0)), 5),
-       "data_format": (_choice("NCHW", "NHWC"), "NCHW")}
+       "data_format": (choice("NCHW", "NHWC"), "NCHW")}
 WINDOW_SUM = {k: LRN[k] for k in ("depth", "data_format")}
 
 
 def _lrn_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
-        dtype = _float_dtype(name, types[:1], ("x",))
+        dtype = float_dtype(name, types[:1], ("x",))
         if x.rank < 2:
             raise OpError(f"{name}: x must have a batch and a channel axis ({a.data_format}), "
                           f"got shape {x.shape}")

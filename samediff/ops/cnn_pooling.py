@@ -34,50 +34,25 @@ from . import cnn_kernels as K
 from .call import op
 from .cnn import (
     _attrs,
-    _check_rank,
-    _choice,
-    _float_dtype,
-    _guard,
+    check_rank,
+    float_dtype,
+    as_tuple,
+    guard,
     _like_infer,
     _out_size,
 )
+from .cnn_attrs import choice, padding, window
 from .registry import NONDIFF, REGISTRY, REQUIRED, Attr, AttrKind, TensorType, define
 
 # --- attribute kinds --------------------------------------------------------------------------
 
 
-def _ints_n(n: int, minimum: int):
-    def coerce(v: Any) -> tuple[int, ...]:
-        t = Attr.INTS.coerce(v)
-        if len(t) == 1:
-            t = t * n
-        if len(t) != n or min(t) < minimum:
-            what = "an int" if n == 1 else f"an int or {n} ints"
-            raise ValueError(f"expected {what}, each >= {minimum}, got {v!r}")
-        return t if n > 1 else t[0]
-    return coerce
-
-
-def _padding_n(n: int):
-    ints = _ints_n(n, 0)
-
-    def coerce(v: Any) -> Any:
-        if isinstance(v, str):
-            low = v.lower()
-            if low not in ("same", "valid"):
-                raise ValueError(f'padding must be an int, "same" or "valid", got {v!r}')
-            return "same" if low == "same" else ints(0)
-        return ints(v)
-    return coerce
-
-
 def _window(n: int, fmt: tuple[str, ...]) -> dict:
-    kind = "int>0" if n == 1 else f"int{n}"
-    return {"kernel": (AttrKind(kind, _ints_n(n, 1)), REQUIRED),
-            "stride": (AttrKind(kind, _ints_n(n, 1)), 1 if n == 1 else (1,) * n),
-            "padding": (AttrKind(f"padding{n}", _padding_n(n)), 0 if n == 1 else (0,) * n),
-            "dilation": (AttrKind(kind, _ints_n(n, 1)), 1 if n == 1 else (1,) * n),
-            "data_format": (_choice(*fmt), fmt[0])}
+    return {"kernel": (window(n), REQUIRED),
+            "stride": (window(n), 1 if n == 1 else (1,) * n),
+            "padding": (padding(n), 0 if n == 1 else (0,) * n),
+            "dilation": (window(n), 1 if n == 1 else (1,) * n),
+            "data_format": (choice(*fmt), fmt[0])}
 
 
 POOL1D = _window(1, ("NCW", "NWC"))
@@ -86,14 +61,10 @@ AVG1D = {**POOL1D, "count_include_pad": (Attr.BOOL, False)}
 AVG3D = {**POOL3D, "count_include_pad": (Attr.BOOL, False)}
 
 
-def _tup(v: Any, n: int) -> Any:
-    return v if v == "same" or isinstance(v, tuple) else (v,) * n
-
-
 def _geometry(a: Any) -> tuple[int, tuple, tuple, Any, tuple, bool]:
     """(spatial rank, kernel, stride, padding, dilation, channels first) as tuples."""
     n = len(a.data_format) - 2
-    return (n, _tup(a.kernel, n), _tup(a.stride, n), _tup(a.padding, n), _tup(a.dilation, n),
+    return (n, as_tuple(a.kernel, n), as_tuple(a.stride, n), as_tuple(a.padding, n), as_tuple(a.dilation, n),
             a.data_format[1] == "C")
 
 
@@ -102,9 +73,9 @@ def _geometry(a: Any) -> tuple[int, tuple, tuple, Any, tuple, bool]:
 def _pool_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
-        dtype = _float_dtype(name, types[:1], ("x",))
+        dtype = float_dtype(name, types[:1], ("x",))
         n, kernel, stride, padding, dilation, cf = _geometry(a)
-        _check_rank(name, x, n + 2, "x", a.data_format)
+        check_rank(name, x, n + 2, "x", a.data_format)
         out = list(x.shape)
         for i in range(n):
             pad = "same" if padding == "same" else padding[i]
@@ -162,7 +133,7 @@ def _attrs_of(attrs: dict) -> Any:
 
 def _max_pool(x, **attrs):
     x = np.asarray(x)
-    _guard(x, kernel=_tup(attrs["kernel"], x.ndim - 2), padding=_tup(attrs["padding"], x.ndim - 2))
+    guard(x, kernel=as_tuple(attrs["kernel"], x.ndim - 2), padding=as_tuple(attrs["padding"], x.ndim - 2))
     _, shape, taps, _ = _setup(x.shape, _attrs_of(attrs))
     out = np.full(shape, -np.inf, x.dtype)
     for _, oi, ii in taps:
@@ -187,7 +158,7 @@ def _max_pool_grad(x, g, **attrs):
 
 def _avg_pool(x, *, count_include_pad, **attrs):
     x = np.asarray(x)
-    _guard(x, kernel=_tup(attrs["kernel"], x.ndim - 2), padding=_tup(attrs["padding"], x.ndim - 2))
+    guard(x, kernel=as_tuple(attrs["kernel"], x.ndim - 2), padding=as_tuple(attrs["padding"], x.ndim - 2))
     geo, shape, taps, info = _setup(x.shape, _attrs_of(attrs))
     out = np.zeros(shape, x.dtype)
     for _, oi, ii in taps:
@@ -270,7 +241,7 @@ def _global_axes(rank: int, fmt: str) -> tuple[int, ...]:
 def _global_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
-        dtype = _float_dtype(name, types[:1], ("x",))
+        dtype = float_dtype(name, types[:1], ("x",))
         if x.rank < 3:
             raise OpError(f"{name}: x must have rank >= 3 (batch, channels and at least one "
                           f"spatial axis; data_format {a.data_format}), got shape {x.shape}")

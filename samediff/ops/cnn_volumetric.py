@@ -40,62 +40,26 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .registry import REQUIRED, Attr, AttrKind, TensorType, define
+from .cnn import add_bias, channel_dims, check_rank, float_dtype, guard, spatial_axes
+from .cnn_attrs import choice, padding, sizes, window
+from .registry import REQUIRED, TensorType, define
 
 
 # --- attribute kinds --------------------------------------------------------------------------
 
-def _ints_n(v: Any, n: int, minimum: int) -> tuple[int, ...]:
-    t = Attr.INTS.coerce(v)
-    if len(t) == 1:
-        t = t * n
-    if len(t) != n or min(t) < minimum:
-        raise ValueError(f"expected an int >= {minimum} or {n} of them, got {v!r}")
-    return t
-
-
-def _window_kind(n: int) -> AttrKind:
-    return AttrKind(f"int>0|{n}", lambda v: _ints_n(v, n, 1))
-
-
-def _padding_kind(n: int) -> AttrKind:
-    def coerce(v: Any) -> Any:
-        if isinstance(v, str):
-            if v.lower() == "same":
-                return "same"
-            if v.lower() == "valid":
-                return (0,) * n
-            raise ValueError(f'padding must be an int, {n} ints, "same" or "valid", got {v!r}')
-        return _ints_n(v, n, 0)
-    return AttrKind(f"padding{n}", coerce)
-
-
-def _sizes_kind(n: int) -> AttrKind:
-    return AttrKind(f"sizes{n}?", lambda v: None if v is None else _ints_n(v, n, 1))
-
-
-def choice(*options: str) -> AttrKind:
-    def coerce(v: Any) -> str:
-        s = Attr.STR.coerce(v).upper()
-        if s not in options:
-            raise ValueError(f"expected one of {options}, got {v!r}")
-        return s
-    return AttrKind("|".join(options), coerce)
-
-
 def _window_attrs(n: int, data: tuple[str, str], weights: tuple[str, str]) -> dict:
-    return {"stride": (_window_kind(n), (1,) * n), "padding": (_padding_kind(n), (0,) * n),
-            "dilation": (_window_kind(n), (1,) * n),
+    return {"stride": (window(n), (1,) * n), "padding": (padding(n), (0,) * n),
+            "dilation": (window(n), (1,) * n),
             "data_format": (choice(*data), data[0]), "weights_format": (choice(*weights),
                                                                         weights[0])}
 
 
 CONV3D = _window_attrs(3, ("NCDHW", "NDHWC"), ("DHWIO", "OIDHW"))
-CONV3D_WGRAD = {**CONV3D, "kernel": (_window_kind(3), REQUIRED)}
+CONV3D_WGRAD = {**CONV3D, "kernel": (window(3), REQUIRED)}
 DECONV2D = {**_window_attrs(2, ("NCHW", "NHWC"), ("HWOI", "IOHW")),
-            "output_size": (_sizes_kind(2), None)}
+            "output_size": (sizes(2), None)}
 DECONV3D = {**_window_attrs(3, ("NCDHW", "NDHWC"), ("DHWOI", "IODHW")),
-            "output_size": (_sizes_kind(3), None)}
+            "output_size": (sizes(3), None)}
 
 #: deconvolution weights layout -> the same array read as the adjoint convolution's weights
 AS_CONV = {"HWOI": "HWIO", "IOHW": "OIHW", "DHWOI": "DHWIO", "IODHW": "OIDHW"}
@@ -103,25 +67,6 @@ AS_DECONV = {v: k for k, v in AS_CONV.items()}
 
 
 # --- shared geometry and checks -----------------------------------------------------------------
-
-def float_dtype(name: str, types: list[TensorType], what: tuple[str, ...]) -> np.dtype:
-    for t, w in zip(types, what):
-        if t.dtype.kind != "f":
-            raise OpError(f"{name} requires float inputs, got {t.dtype} {w} ({t}); cast it "
-                          f"first, e.g. x.castTo('float32')")
-    return np.result_type(*(t.dtype for t in types))
-
-
-def spatial_axes(fmt: str) -> tuple[list[int], int]:
-    """Spatial axes and channel axis of an activation layout ("NCDHW", "NHWC"...)."""
-    n = len(fmt) - 2
-    return (list(range(2, 2 + n)), 1) if fmt[1] == "C" else (list(range(1, 1 + n)), n + 1)
-
-
-def check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> None:
-    if t.rank != rank:
-        raise OpError(f"{name}: {what} must have rank {rank} ({layout}), got shape {t.shape}")
-
 
 def kernel_dims(shape: tuple[int, ...], wfmt: str) -> tuple[tuple[int, ...], int, int]:
     """(kernel sizes, conv input channels, conv output channels) of convolution weights in
@@ -206,23 +151,7 @@ def static_sizes(name: str, v: Any, fmt: str, stride: tuple[int, ...]) -> tuple[
                   f"placeholder its spatial sizes")
 
 
-def channel_dims(fmt: str) -> tuple[int, ...]:
-    axes, _ = spatial_axes(fmt)
-    return (0, *axes)
 
-
-def guard(*arrays) -> None:
-    """Eager calls run the impl without inference: refuse what inference refuses (the caller
-    then reports inference's message)."""
-    if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None):
-        raise TypeError("unsupported input (see the op's inference)")
-
-
-def add_bias(y: np.ndarray, b, cf: bool) -> np.ndarray:
-    if b is not None:
-        b = np.asarray(b, y.dtype)
-        y += b.reshape((-1,) + (1,) * (y.ndim - 2)) if cf else b
-    return y
 
 
 def _check_bias(name: str, types: list[TensorType], channels: int) -> None:
