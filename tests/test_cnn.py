@@ -218,3 +218,31 @@ def test_matches_torch():
     np.testing.assert_allclose(
         nd.cnn.conv1d(x1, w1, weights_format="OIW", stride=2, dilation=2).numpy(),
         F.conv1d(torch.tensor(x1), torch.tensor(w1), stride=2, dilation=2).numpy(), rtol=1e-10)
+
+
+def _max_pool_grad_reference(x, g, k, s, p):
+    """Loop reference: each window's gradient goes to its first tap (row-major) holding the
+    maximum; a NaN beats every number; taps in the padding never win."""
+    dx = np.zeros_like(x)
+    for b, c, oh, ow in np.ndindex(*g.shape):
+        best, at = None, None
+        for i in range(k):
+            for j in range(k):
+                ih, iw = oh * s - p + i, ow * s - p + j
+                if 0 <= ih < x.shape[2] and 0 <= iw < x.shape[3]:
+                    v = x[b, c, ih, iw]
+                    if at is None or (not np.isnan(best) and (np.isnan(v) or v > best)):
+                        best, at = v, (ih, iw)
+        dx[b, c][at] += g[b, c, oh, ow]
+    return dx
+
+
+@pytest.mark.parametrize("k, s, p", [(2, 2, 0), (3, 2, 1), (2, 1, 0)])
+def test_max_pool_gradient_goes_to_the_first_maximum_and_nan_wins(k, s, p):
+    x = np.round(RNG.standard_normal((2, 3, 6, 6)), 0)  # many ties
+    x[0, 0, 0, 1] = x[1, 2, 3, 3] = np.nan
+    y = nd.cnn.max_pooling2d(nd.create(x), kernel=k, stride=s, padding=p)
+    g = RNG.standard_normal(y.shape)
+    got = nd.cnn.max_pooling2d_grad(nd.create(x), nd.create(g), kernel=k, stride=s,
+                                    padding=p).numpy()
+    np.testing.assert_array_equal(got, _max_pool_grad_reference(x, g, k, s, p))
