@@ -6,7 +6,8 @@ channels; otherwise per tap):
 
 * ``"im2col"``: chunked im2col. A chunk of whole images -- or, when one image does not fit,
   a band of output rows of one image -- is gathered into ``cols[kH*kW*C, positions]`` (one
-  strided numpy copy per kernel tap, zeros where a tap reads padding) and multiplied by the
+  numpy copy from a strided window view of the input, or of a zero-bordered slab of it when
+  the windows reach into the padding) and multiplied by the
   HWIO weights reshaped to ``[kH*kW*C, O]``, as they are: one GEMM of depth kH*kW*C per
   image of the chunk (numpy's batched matmul), written straight into the output. The input
   adjoint is the same GEMMs transposed, then the scatter-add (col2im) of the same per-tap
@@ -38,9 +39,12 @@ brackets): 1->8 5x5 on 28x28 forward 0.36 ms (per tap 7.3; 0.18), input adjoint 
 (0.80; 1.14), weight adjoint 0.36 (0.64; 0.14); 8->16 5x5 on 12x12 forward 0.71 (1.17;
 0.11), input adjoint 0.91 (per tap, unchanged; 0.19), weight adjoint 0.78 (0.89; 0.16).
 There the copies' rows are 8-24 values long and fixed costs dominate: torch stays 2-7x
-ahead. Max-pool 2x2 (32, 8, 24, 24): forward 0.10 ms, numpy per tap (torch 0.33 with
-indices); backward 0.50 ms, one Numba pass that finds each window's winner and routes its
-gradient (per tap numpy 0.71; torch's reuses the forward's indices: 0.03).
+ahead per op. Gathering a chunk with one copy from a window view instead of one per tap
+(~8 us of Python each) took the W7 step's convolutions from 2.55 to 2.26 ms (2 forwards + 2
+weight adjoints, in the plan). Max-pool 2x2 (32, 8, 24, 24): forward 0.10 ms, numpy per tap
+(torch 0.33 with indices); backward 0.43 ms, one Numba pass that finds each window's winner
+and routes its gradient, written out for 2x2 windows at stride 2 (general loops 0.76,
+search-then-route in two passes 0.94; torch's reuses the forward's indices: 0.03).
 
 What did not pay: the gathers as Numba loops -- serial they move ~1-2 GB/s against numpy's
 strided copies' ~20 GB/s; ``parallel=True`` ones are fast alone but Numba's OpenMP pool and
@@ -91,16 +95,31 @@ def _tap_blocks(shape, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
             yield blocks[i, j], ro, oo, (slice(n0, n0 + nb), slice(None), ri, wi)
 
 
-def _im2col_cf(x, cols, nb, n0, r0, *geo):
+def _im2col_cf(x, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
     """``cols[k, b, r, ow]`` (as [kk, nb * rows, OW]), ``k = (i * kW + j) * C + c``: the input
     that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c``, zero in the
-    padding. One strided numpy copy per tap (numpy's copy loops move ~20 GB/s here; element
-    loops in Numba ~2)."""
-    for blk, ro, oo, xi in _tap_blocks(x.shape, cols, nb, n0, r0, *geo):
-        if ro.stop - ro.start < blk.shape[2] or oo.stop - oo.start < blk.shape[3]:
-            blk.fill(0)  # (only taps that reach into the padding)
-        if ro.stop > ro.start and oo.stop > oo.start:
-            np.copyto(blk[:, :, ro, oo], x[xi].transpose(1, 0, 2, 3))
+    padding. One numpy copy from a strided 6-D window view ``[kH, kW, C, nb, rows, OW]`` of
+    the input -- or, when the windows reach into the padding, of a zero-bordered copy of the
+    rows they read (a slab at most the chunk's input plus its halo). One call per chunk: the
+    per-tap copies it replaces cost ~8 us of Python each, most of a LeNet-sized conv."""
+    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
+    c_n, h, w = x.shape[1], x.shape[2], x.shape[3]
+    top, left = r0 * sh - ph, -pw  # first input row / column the chunk's windows read
+    bottom = (r0 + rows - 1) * sh - ph + (kh - 1) * dh + 1  # one past the last
+    right = (ow_n - 1) * sw - pw + (kw - 1) * dw + 1
+    if top >= 0 and left >= 0 and bottom <= h and right <= w:
+        src = x[n0:n0 + nb, :, top:bottom, left:right]
+    else:
+        src = _kept_scratch(x.dtype).view("slab", (nb, c_n, bottom - top, right - left))
+        src.fill(0)
+        y0, y1, x0, x1 = max(top, 0), min(bottom, h), max(left, 0), min(right, w)
+        if y1 > y0 and x1 > x0:
+            src[:, :, y0 - top:y1 - top, x0 - left:x1 - left] = x[n0:n0 + nb, :, y0:y1, x0:x1]
+    st = src.strides
+    windows = np.lib.stride_tricks.as_strided(
+        src, shape=(kh, kw, c_n, nb, rows, ow_n),
+        strides=(dh * st[2], dw * st[3], st[1], st[0], sh * st[2], sw * st[3]), writeable=False)
+    np.copyto(cols.reshape(kh, kw, c_n, nb, rows, ow_n), windows)
 
 
 def _col2im_cf(cols, dx, nb, n0, r0, *geo):
