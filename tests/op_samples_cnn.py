@@ -63,14 +63,16 @@ def _to_hwio(w, wfmt):
 def conv2d_ref(x, w, b=None, *, stride, padding, dilation, groups, data_format,
                weights_format):
     x, w = _to_nchw(x, data_format), _to_hwio(w, weights_format)
-    n, c, o = x.shape[0], x.shape[1], w.shape[3]
+    n, o = x.shape[0], w.shape[3]
     plan, (oh, ow) = _plan(x.shape[2:], w.shape[:2], stride, padding, dilation)
     y = np.zeros((n, o, oh, ow))
-    for b_, q in itertools.product(range(n), range(o)):
+    per_in, per_out = w.shape[2], o // groups  # group k: input channels k*per_in..., w's 3rd
+    for b_, q in itertools.product(range(n), range(o)):  # dim indexes within the group
         terms = {}
+        first = (q // per_out) * per_in
         for r, s, i, j, ih, iw in plan:
-            for ch in range(c):
-                terms.setdefault((r, s), []).append(x[b_, ch, ih, iw] * w[i, j, ch, q])
+            for ch in range(per_in):
+                terms.setdefault((r, s), []).append(x[b_, first + ch, ih, iw] * w[i, j, ch, q])
         for (r, s), t in terms.items():
             y[b_, q, r, s] = math.fsum(t)
         if b is not None:
@@ -84,9 +86,12 @@ def conv2d_input_grad_ref(g, w, like, *, stride, padding, dilation, groups, data
     shape = _to_nchw(like, data_format).shape
     plan, _ = _plan(shape[2:], w.shape[:2], stride, padding, dilation)
     dx = np.zeros(shape)
+    per_in, per_out = w.shape[2], w.shape[3] // groups
     for b_, ch, q in itertools.product(range(shape[0]), range(shape[1]), range(w.shape[3])):
+        if ch // per_in != q // per_out:  # another group's channels
+            continue
         for r, s, i, j, ih, iw in plan:
-            dx[b_, ch, ih, iw] += g[b_, q, r, s] * w[i, j, ch, q]
+            dx[b_, ch, ih, iw] += g[b_, q, r, s] * w[i, j, ch % per_in, q]
     return _from_nchw(dx, data_format)
 
 
@@ -95,10 +100,13 @@ def conv2d_weight_grad_ref(x, g, like, *, stride, padding, dilation, groups, dat
     x, g = _to_nchw(x, data_format), _to_nchw(g, data_format)
     kernel = like.shape[2:] if weights_format == "OIHW" else like.shape[:2]
     plan, _ = _plan(x.shape[2:], kernel, stride, padding, dilation)
-    dw = np.zeros((kernel[0], kernel[1], x.shape[1], g.shape[1]))
+    per_in, per_out = x.shape[1] // groups, g.shape[1] // groups
+    dw = np.zeros((kernel[0], kernel[1], per_in, g.shape[1]))
     for b_, ch, q in itertools.product(range(x.shape[0]), range(x.shape[1]), range(g.shape[1])):
+        if ch // per_in != q // per_out:
+            continue
         for r, s, i, j, ih, iw in plan:
-            dw[i, j, ch, q] += x[b_, ch, ih, iw] * g[b_, q, r, s]
+            dw[i, j, ch % per_in, q] += x[b_, ch, ih, iw] * g[b_, q, r, s]
     return dw.transpose(3, 2, 0, 1) if weights_format == "OIHW" else dw
 
 
@@ -110,9 +118,11 @@ def conv1d_ref(x, w, b=None, *, stride, padding, dilation, groups, data_format,
         w = w.transpose(2, 1, 0)  # -> [k, iC, oC]
     plan, out = _axis(x.shape[2], w.shape[0], stride, dilation, padding)
     y = np.zeros((x.shape[0], w.shape[2], out))
+    per_in, per_out = w.shape[1], w.shape[2] // groups
     for b_, q, o in itertools.product(range(x.shape[0]), range(w.shape[2]), range(out)):
-        y[b_, q, o] = math.fsum(x[b_, ch, i] * w[t, ch, q] for oo, t, i in plan if oo == o
-                                for ch in range(x.shape[1])) + (0.0 if b is None else b[q])
+        first = (q // per_out) * per_in
+        y[b_, q, o] = math.fsum(x[b_, first + ch, i] * w[t, ch, q] for oo, t, i in plan
+                                if oo == o for ch in range(per_in)) + (0.0 if b is None else b[q])
     return y.transpose(0, 2, 1) if data_format == "NWC" else y
 
 
@@ -187,21 +197,25 @@ def cnn_samples(S) -> dict:
         (u(1, 2, 7, 6), u(3, 3, 2, 2), {"dilation": 2, "padding": "same", "stride": (2, 1)},
          (1, 2, 4, 6)),
         (u(2, 4, 3, 3), u(1, 1, 4, 3), {"padding": (0, 1)}, (2, 3, 3, 5)),
+        (u(2, 4, 5, 5), u(3, 3, 2, 6), {"groups": 2}, (2, 6, 3, 3)),  # grouped
+        (u(1, 4, 4, 3), u(3, 1, 2, 2), {"groups": 3, "padding": 1, **_NHWC,  # depthwise
+                                        "weights_format": "OIHW"}, (1, 5, 5, 3)),
     ]
     SAMPLES["conv2d"] = [
         S([u(2, 3, 5, 5), u(3, 3, 3, 2), u(2)], {}, conv2d_ref),
         S([*_CONV_CASES[1][:2], u(2)], _CONV_CASES[1][2], conv2d_ref),  # NHWC bias
-        *(S([x, w], a, conv2d_ref) for x, w, a, _ in _CONV_CASES[2:]),
-    ]
+        *(S([x, w], a, conv2d_ref) for x, w, a, _ in (_CONV_CASES[2], _CONV_CASES[5])),
+    ]  # (at most 4 rows per op: cases 3 and 4 run through the adjoints below)
     SAMPLES["conv2d_input_grad"] = [S([u(*out), w, x], a, conv2d_input_grad_ref)
-                                    for x, w, a, out in _CONV_CASES]
+                                    for x, w, a, out in (_CONV_CASES[k] for k in (1, 2, 4, 5))]
     SAMPLES["conv2d_weight_grad"] = [S([x, u(*out), w], a, conv2d_weight_grad_ref)
-                                     for x, w, a, out in _CONV_CASES]
+                                     for x, w, a, out in (_CONV_CASES[k] for k in (0, 3, 4, 5))]
     SAMPLES["conv1d"] = [
         S([u(2, 3, 7), u(3, 3, 2), u(2)], {}, conv1d_ref),
         S([u(2, 8, 3), u(2, 3, 3)], {"data_format": "NWC", "weights_format": "OIW", "stride": 2,
                                      "padding": 1, "dilation": 2}, conv1d_ref),
         S([u(1, 2, 5), u(4, 2, 3)], {"padding": "same"}, conv1d_ref),
+        S([u(2, 4, 6), u(3, 2, 4), u(4)], {"groups": 2}, conv1d_ref),
     ]
     _POOL_CASES = [  # (x, attrs, output shape)
         (u(2, 3, 4, 6), {"kernel": 2, "stride": 2}, (2, 3, 2, 3)),

@@ -141,8 +141,12 @@ def test_errors_name_the_problem():
         nd.cnn.conv2d(np.ones((1, 1, 4, 4), np.int32), np.ones((3, 3, 1, 1), np.float32))
     with pytest.raises(OpError, match="conv1d requires float inputs"):
         nd.cnn.conv1d(np.ones((1, 1, 4), np.int64), np.ones((3, 1, 1)))
-    with pytest.raises(OpError, match="groups=2 is not supported yet"):
-        nd.cnn.conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 3, 1, 2)), groups=2)
+    with pytest.raises(OpError, match=r"w expects 4 \(2 per group x groups=2\)"):
+        nd.cnn.conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 3, 2, 2)), groups=2)
+    with pytest.raises(OpError, match="do not split into groups=2"):
+        nd.cnn.conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 3, 1, 3)), groups=2)
+    with pytest.raises(OpError, match="groups must be >= 1"):
+        nd.cnn.conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 3, 2, 2)), groups=0)
     with pytest.raises(OpError, match="input channels"):
         nd.cnn.conv2d(np.ones((1, 2, 4, 4)), np.ones((3, 3, 3, 2)))
     with pytest.raises(OpError, match="does not fit"):
@@ -218,6 +222,18 @@ def test_matches_torch():
     np.testing.assert_allclose(
         nd.cnn.conv1d(x1, w1, weights_format="OIW", stride=2, dilation=2).numpy(),
         F.conv1d(torch.tensor(x1), torch.tensor(w1), stride=2, dilation=2).numpy(), rtol=1e-10)
+    # grouped: values and both gradients, against autograd
+    xg, wg = RNG.standard_normal((2, 6, 7, 7)), RNG.standard_normal((9, 2, 3, 3))
+    xt, wt = torch.tensor(xg, requires_grad=True), torch.tensor(wg, requires_grad=True)
+    yt = F.conv2d(xt, wt, stride=2, padding=1, groups=3)
+    yt.pow(2).sum().backward()
+    got, (dx, dw) = nd.value_and_grad(
+        lambda a, b: (nd.cnn.conv2d(a, b, stride=2, padding=1, groups=3,
+                                    weights_format="OIHW") ** 2).sum(), argnums=(0, 1))(
+        nd.create(xg), nd.create(wg))
+    np.testing.assert_allclose(got.item(), yt.pow(2).sum().item(), rtol=1e-10)
+    np.testing.assert_allclose(dx.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(dw.numpy(), wt.grad.numpy(), rtol=1e-9, atol=1e-10)
 
 
 def _max_pool_grad_reference(x, g, k, s, p):

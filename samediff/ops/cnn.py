@@ -11,7 +11,8 @@
   ``"valid"`` (= 0) or ``"same"`` (ND4J's ``isSameMode``: ``out = ceil(in / stride)``, the odd
   padding after). The attribute names are the keyword form's (``nd.cnn.conv2d(x, w,
   stride=2, padding="same")``), so that form needs no rule of its own; ND4J's config objects
-  expand into them in the front end. ``groups`` is reserved (only 1 is supported yet).
+  expand into them in the front end. ``groups=G`` splits the channels into G independent
+  convolutions (weights ``[kH, kW, iC/G, oC]``; PyTorch's ``groups``; depthwise is G = iC).
 * Float inputs only. Kernels (``cnn_kernels.py``) run in the data's own layout: chunked
   im2col GEMMs on NCHW, one GEMM per kernel tap on NHWC (``cnn_kernels.choose``).
 
@@ -20,8 +21,8 @@ Gradients use helper ops, each the adjoint of its op and linear in ``g``:
 run-time shape, so -1 dims are fine), ``max_pooling2d_grad(x, g)``, ``avg_pooling2d_grad(g, x)``.
 The conv helpers and ``avg_pooling2d_grad`` are differentiable again (their rules are conv2d
 and the other helper: bilinear forms); ``max_pooling2d_grad`` is not (NONDIFF). ``conv1d``
-differentiates through the 2-D helpers on a size-1 height. ``groups`` is an attribute already
-so grouped/depthwise convolutions add kernels, not a new op signature.
+differentiates through the 2-D helpers on a size-1 height. Grouped convolutions run the
+kernels once per group (``_grouped``); the helpers take the same ``groups``.
 """
 from __future__ import annotations
 
@@ -86,8 +87,8 @@ def check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> N
 
 def _conv_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
-        if a.groups != 1:
-            raise OpError(f"{name}: groups={a.groups} is not supported yet (only groups=1)")
+        if a.groups < 1:
+            raise OpError(f"{name}: groups must be >= 1, got {a.groups}")
         dtype = float_dtype(name, types, ("x", "w", "b"))
         fmt, wfmt = a.data_format, a.weights_format
         n = len(fmt) - 2
@@ -99,9 +100,13 @@ def _conv_infer(name: str):
         else:
             ks, ic, oc = w.shape[:n], w.shape[n], w.shape[n + 1]
         axes, cax = spatial_axes(fmt)
-        if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic:
+        if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic * a.groups:
+            per = f" ({ic} per group x groups={a.groups})" if a.groups > 1 else ""
             raise OpError(f"{name}: x has {x.shape[cax]} input channels ({fmt} {x.shape}) but "
-                          f"w expects {ic} ({wfmt} {w.shape})")
+                          f"w expects {ic * a.groups}{per} ({wfmt} {w.shape})")
+        if oc >= 0 and oc % a.groups:
+            raise OpError(f"{name}: {oc} output channels do not split into groups={a.groups}; "
+                          f"w's output channels must be a multiple of groups")
         if len(types) == 3 and not (types[2].rank == 1 and types[2].shape[0] in (-1, oc)
                                     or oc < 0):
             raise OpError(f"{name}: b must be 1-D of {oc} output channels, got {types[2].shape}")
@@ -143,10 +148,10 @@ def _like_infer(name: str, like: int, labels: tuple[str, ...]):
 
 # --- implementations (the kernels are in cnn_kernels.py) ----------------------------------------
 
-def guard(*arrays, groups: int = 1, kernel=(), padding=()) -> None:
+def guard(*arrays, kernel=(), padding=()) -> None:
     """Eager calls run the impl without inference: refuse what inference refuses (the caller,
     ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
-    if groups != 1 or any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None) or (
+    if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None) or (
             padding != "same" and any(2 * p > k for p, k in zip(padding, kernel))):
         raise TypeError("unsupported input (see the op's inference)")
 
@@ -172,25 +177,48 @@ def add_bias(y: np.ndarray, b: Any, cf: bool) -> np.ndarray:
     return y
 
 
+def _grouped(fn, groups: int, join: int, *splits: tuple[np.ndarray, int]) -> np.ndarray:
+    """``fn`` on each of ``groups`` channel groups -- ``splits`` are (array, axis to split
+    along) -- joined along axis ``join``: a grouped convolution is ``groups`` independent ones
+    (group ``k`` reads input channels ``k*C/G ...`` and writes output channels ``k*O/G ...``)."""
+    if groups == 1:
+        return fn(*(a for a, _ in splits))
+    for a, axis in splits:
+        if a.shape[axis] % groups:
+            raise ValueError(f"{a.shape[axis]} channels do not split into {groups} groups")
+    parts = zip(*(np.split(a, groups, axis) for a, axis in splits))
+    return np.concatenate([fn(*p) for p in parts], axis=join)
+
+
 def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format):
-    guard(x, w, b, groups=groups)
+    guard(x, w, b)
     cf = _cf(data_format)
-    return add_bias(K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation,
-                           cf), b, cf)
+    cax = 1 if cf else 3
+    y = _grouped(lambda xg, wg: K.conv(xg, wg, stride, padding, dilation, cf), groups, cax,
+                 (np.asarray(x), cax), (_hwio(w, weights_format), 3))
+    return add_bias(y, b, cf)
 
 
 def _conv2d_input_grad(g, w, like, *, stride, padding, dilation, groups, data_format,
                        weights_format):
-    return K.conv_input_grad(np.asarray(g), _hwio(w, weights_format), np.shape(like), stride,
-                             padding, dilation, _cf(data_format))
+    cf = _cf(data_format)
+    cax = 1 if cf else 3
+    shape = list(np.shape(like))
+    shape[cax] //= groups
+    return _grouped(lambda gg, wg: K.conv_input_grad(gg, wg, tuple(shape), stride, padding,
+                                                     dilation, cf),
+                    groups, cax, (np.asarray(g), cax), (_hwio(w, weights_format), 3))
 
 
 def _conv2d_weight_grad(x, g, like, *, stride, padding, dilation, groups, data_format,
                         weights_format):
     ws = np.shape(like)
     kernel = ws[2:] if weights_format == "OIHW" else ws[:2]
-    dw = K.conv_weight_grad(np.asarray(x), np.asarray(g), kernel, stride, padding, dilation,
-                            _cf(data_format))
+    cf = _cf(data_format)
+    cax = 1 if cf else 3
+    dw = _grouped(lambda xg, gg: K.conv_weight_grad(xg, gg, kernel, stride, padding, dilation,
+                                                    cf),
+                  groups, 3, (np.asarray(x), cax), (np.asarray(g), cax))
     return _from_hwio(dw, weights_format)
 
 
@@ -244,7 +272,7 @@ def _as2d(a: Any) -> tuple[dict, int, int]:
 
 
 def _conv1d(x, w, b=None, **attrs):
-    guard(x, w, b, groups=attrs["groups"])
+    guard(x, w, b)
     kw, xa, wa = _as2d(CONV1D_OP.attrs_type(**attrs))
     y = _conv2d(np.expand_dims(x, xa), np.expand_dims(w, wa), b, **kw)
     return np.squeeze(y, xa)
