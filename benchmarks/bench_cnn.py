@@ -12,6 +12,12 @@ Compared in the same run (medians of repeated samples, after warm-up):
   maxpool 2, dense -> 10, softmax cross-entropy, SGD: ``SameDiff.fit`` per iteration vs the
   same step in PyTorch eager and ``jax.jit`` (when installed). Goal: <= 1.0x PyTorch eager.
 
+Each row is measured in a fresh process of its own (``--row``), one after the other in the same
+run: a library's threads, allocator settings (``samediff/malloc_tuning.py`` raises glibc's
+mmap/trim thresholds when nd4py is imported, which also sped PyTorch's convolution up by a
+third when they shared a process) and warm caches then never flatter or slow another's row;
+each gets the environment a user of that library alone would have.
+
 torch and jax are never dependencies: their rows are skipped when they are not installed.
 Run: ``python benchmarks/bench_cnn.py [--quick] [--json]``.
 """
@@ -27,9 +33,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from timing import fit_iteration_ms, median_ms  # noqa: E402
-
-import nd4py as nd  # noqa: E402
-from samediff.training import Sgd, TrainingConfig  # noqa: E402
 
 N, C, HW, O = 8, 64, 56, 64
 B, LR = 32, 0.05
@@ -50,38 +53,44 @@ def numpy_conv_nhwc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def conv_rows(reps: int) -> dict:
+def _conv_inputs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, C, HW, HW), dtype=np.float32)
-    w = (rng.standard_normal((3, 3, C, O), dtype=np.float32) * 0.05)
+    return x, rng.standard_normal((3, 3, C, O), dtype=np.float32) * 0.05
+
+
+def conv_nd4py(reps: int) -> dict:
+    import nd4py as nd
+    x, w = _conv_inputs()
     xn, wn = nd.create(x), nd.create(w)
     got = nd.cnn.conv2d(xn, wn, padding=1).numpy()
-    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    want = numpy_conv_nhwc(x_nhwc, w).transpose(0, 3, 1, 2)
-    err = float(np.max(np.abs(got - want)))
-    rows = {"nd4py": median_ms(lambda: nd.cnn.conv2d(xn, wn, padding=1), reps),
-            "numpy per-tap NHWC": median_ms(lambda: numpy_conv_nhwc(x_nhwc, w), reps)}
-    try:
-        import torch
-        import torch.nn.functional as F
-        xt, wt = torch.from_numpy(x), torch.from_numpy(np.ascontiguousarray(w.transpose(3, 2, 0, 1)))
-        with torch.no_grad():
-            rows["torch eager"] = median_ms(lambda: F.conv2d(xt, wt, padding=1), reps)
-    except ImportError:
-        pass
-    try:
-        import jax
-        xj, wj = jax.numpy.asarray(x), jax.numpy.asarray(w)
-        f = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
-            a, b, (1, 1), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "HWIO", "NCHW")))
-        rows["jax.jit"] = median_ms(lambda: f(xj, wj).block_until_ready(), reps)
-    except ImportError:
-        pass
+    want = numpy_conv_nhwc(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), w).transpose(0, 3, 1, 2)
+    return {"ms": median_ms(lambda: nd.cnn.conv2d(xn, wn, padding=1), reps),
+            "max_abs_err_vs_numpy": float(np.max(np.abs(got - want)))}
 
-    extra_mb = peak_extra_mb()
-    tap_mb = N * HW * HW * O * 4 / 2 ** 20
-    return {"rows_ms": rows, "max_abs_err_vs_numpy": err, "peak_extra_mb": extra_mb,
-            "tap_buffer_mb": tap_mb}
+
+def conv_numpy(reps: int) -> dict:
+    x, w = _conv_inputs()
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    return {"ms": median_ms(lambda: numpy_conv_nhwc(x_nhwc, w), reps)}
+
+
+def conv_torch(reps: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+    x, w = _conv_inputs()
+    xt, wt = torch.from_numpy(x), torch.from_numpy(np.ascontiguousarray(w.transpose(3, 2, 0, 1)))
+    with torch.no_grad():
+        return {"ms": median_ms(lambda: F.conv2d(xt, wt, padding=1), reps)}
+
+
+def conv_jax(reps: int) -> dict:
+    import jax
+    x, w = _conv_inputs()
+    xj, wj = jax.numpy.asarray(x), jax.numpy.asarray(w)
+    f = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
+        a, b, (1, 1), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "HWIO", "NCHW")))
+    return {"ms": median_ms(lambda: f(xj, wj).block_until_ready(), reps)}
 
 
 _PEAK = f"""
@@ -113,7 +122,9 @@ def lenet_params(rng: np.random.Generator) -> dict:
             "w3": he((256, 10), 256), "b3": np.zeros(10, np.float32)}
 
 
-def lenet_samediff(p: dict) -> nd.SameDiff:
+def lenet_samediff(p: dict):
+    import nd4py as nd
+    from samediff.training import Sgd, TrainingConfig
     sd = nd.SameDiff.create()
     x = sd.placeHolder("x", nd.FLOAT, -1, 1, 28, 28)
     y = sd.placeHolder("y", nd.FLOAT, -1, 10)
@@ -129,87 +140,118 @@ def lenet_samediff(p: dict) -> nd.SameDiff:
     return sd
 
 
-def w7_rows(reps: int) -> dict:
+def _w7_data() -> tuple[dict, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(1)
     p = lenet_params(rng)
     n = 20 * B
     xs = rng.random((n, 1, 28, 28), dtype=np.float32)
-    ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
-    sd = lenet_samediff(p)
-    rows = {"nd4py fit": fit_iteration_ms(sd, (xs, ys), B, reps)}
+    return p, xs, np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
+
+
+def w7_nd4py(reps: int) -> dict:
+    p, xs, ys = _w7_data()
+    return {"ms": fit_iteration_ms(lenet_samediff(p), (xs, ys), B, reps)}
+
+
+def w7_torch(reps: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+    p, xs, ys = _w7_data()
     xb, yb = xs[:B], ys[:B]
-    try:
-        import torch
-        import torch.nn.functional as F
-        tp = {k: torch.tensor(a.transpose(3, 2, 0, 1) if a.ndim == 4 else a, requires_grad=True)
-              for k, a in p.items()}
-        opt = torch.optim.SGD(tp.values(), lr=LR)
-        xt, yt = torch.from_numpy(xb), torch.from_numpy(yb)
+    tp = {k: torch.tensor(a.transpose(3, 2, 0, 1) if a.ndim == 4 else a, requires_grad=True)
+          for k, a in p.items()}
+    opt = torch.optim.SGD(tp.values(), lr=LR)
+    xt, yt = torch.from_numpy(xb), torch.from_numpy(yb)
 
-        def torch_step() -> None:
-            h = F.max_pool2d(F.relu(F.conv2d(xt, tp["w1"], tp["b1"])), 2)
-            h = F.max_pool2d(F.relu(F.conv2d(h, tp["w2"], tp["b2"])), 2)
-            logits = h.reshape(-1, 256) @ tp["w3"] + tp["b3"]
-            loss = -(yt * F.log_softmax(logits, 1)).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        rows["torch eager"] = median_ms(torch_step, reps * 5)
-    except ImportError:
-        pass
-    try:
-        import jax
-        import jax.numpy as jnp
+    def torch_step() -> None:
+        h = F.max_pool2d(F.relu(F.conv2d(xt, tp["w1"], tp["b1"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, tp["w2"], tp["b2"])), 2)
+        logits = h.reshape(-1, 256) @ tp["w3"] + tp["b3"]
+        loss = -(yt * F.log_softmax(logits, 1)).sum(1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {"ms": median_ms(torch_step, reps * 5)}
 
-        def loss_fn(q, x, y):
-            dn = ("NCHW", "HWIO", "NCHW")
-            h = jax.lax.conv_general_dilated(x, q["w1"], (1, 1), "VALID", dimension_numbers=dn)
-            h = jax.nn.relu(h + q["b1"][:, None, None])
-            h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-            h = jax.lax.conv_general_dilated(h, q["w2"], (1, 1), "VALID", dimension_numbers=dn)
-            h = jax.nn.relu(h + q["b2"][:, None, None])
-            h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-            logits = h.reshape(-1, 256) @ q["w3"] + q["b3"]
-            return -(y * jax.nn.log_softmax(logits)).sum(1).mean()
 
-        @jax.jit
-        def jax_step(q, x, y):
-            g = jax.grad(loss_fn)(q, x, y)
-            return jax.tree_util.tree_map(lambda a, b: a - LR * b, q, g)
-        jq = {k: jnp.asarray(a) for k, a in p.items()}
-        xj, yj = jnp.asarray(xb), jnp.asarray(yb)
-        state = {"q": jq}
+def w7_jax(reps: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    p, xs, ys = _w7_data()
+    xb, yb = xs[:B], ys[:B]
 
-        def run() -> None:
-            state["q"] = jax_step(state["q"], xj, yj)
-            jax.block_until_ready(state["q"])
-        rows["jax.jit"] = median_ms(run, reps * 5)
-    except ImportError:
-        pass
-    return rows
+    def loss_fn(q, x, y):
+        dn = ("NCHW", "HWIO", "NCHW")
+        h = jax.lax.conv_general_dilated(x, q["w1"], (1, 1), "VALID", dimension_numbers=dn)
+        h = jax.nn.relu(h + q["b1"][:, None, None])
+        h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        h = jax.lax.conv_general_dilated(h, q["w2"], (1, 1), "VALID", dimension_numbers=dn)
+        h = jax.nn.relu(h + q["b2"][:, None, None])
+        h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        logits = h.reshape(-1, 256) @ q["w3"] + q["b3"]
+        return -(y * jax.nn.log_softmax(logits)).sum(1).mean()
+
+    @jax.jit
+    def jax_step(q, x, y):
+        g = jax.grad(loss_fn)(q, x, y)
+        return jax.tree_util.tree_map(lambda a, b: a - LR * b, q, g)
+    jq = {k: jnp.asarray(a) for k, a in p.items()}
+    xj, yj = jnp.asarray(xb), jnp.asarray(yb)
+    state = {"q": jq}
+
+    def run() -> None:
+        state["q"] = jax_step(state["q"], xj, yj)
+        jax.block_until_ready(state["q"])
+    return {"ms": median_ms(run, reps * 5)}
+
+
+#: (table, row) -> the function measuring it, in its own process
+ROWS = {"conv": {"nd4py": conv_nd4py, "numpy per-tap NHWC": conv_numpy,
+                 "torch eager": conv_torch, "jax.jit": conv_jax},
+        "w7": {"nd4py fit": w7_nd4py, "torch eager": w7_torch, "jax.jit": w7_jax}}
+
+
+def run_row(table: str, row: str, reps: int) -> dict | None:
+    """One row in a fresh process; None when its library is not installed."""
+    done = subprocess.run([sys.executable, __file__, "--row", table, row, "--reps", str(reps)],
+                          capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out or None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--row", nargs=2, metavar=("TABLE", "ROW"), help=argparse.SUPPRESS)
+    parser.add_argument("--reps", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    reps = 5 if args.quick else 15
-    conv = conv_rows(reps)
-    w7 = w7_rows(3 if args.quick else 7)
-    base = conv["rows_ms"]["nd4py"]
-    print(f"conv2d 3x3 pad 1, ({N}, {C}, {HW}, {HW}) -> {O}, float32 NCHW (median ms)")
-    for name, ms in conv["rows_ms"].items():
-        print(f"  {name:20s} {ms:8.2f}   nd4py is {base / ms:.2f}x this")
-    print(f"  max |nd4py - numpy| {conv['max_abs_err_vs_numpy']:.1e}; peak memory above the "
-          f"output {conv['peak_extra_mb']:.1f} MiB (one tap-sized buffer: "
-          f"{conv['tap_buffer_mb']:.1f} MiB)")
-    base = w7["nd4py fit"]
+    if args.row:  # a child process: measure one row, print it as JSON
+        try:
+            print(json.dumps(ROWS[args.row[0]][args.row[1]](args.reps)))
+        except ImportError:
+            print(json.dumps({}))
+        return
+    results = {}
+    for table, reps in (("conv", 5 if args.quick else 15), ("w7", 3 if args.quick else 7)):
+        results[table] = {name: r for name in ROWS[table]
+                          if (r := run_row(table, name, reps)) is not None}
+    conv, w7 = results["conv"], results["w7"]
+    extra_mb, tap_mb = peak_extra_mb(), N * HW * HW * O * 4 / 2 ** 20
+    base = conv["nd4py"]["ms"]
+    print(f"conv2d 3x3 pad 1, ({N}, {C}, {HW}, {HW}) -> {O}, float32 NCHW (median ms, each row "
+          f"in its own process)")
+    for name, r in conv.items():
+        print(f"  {name:20s} {r['ms']:8.2f}   nd4py is {base / r['ms']:.2f}x this")
+    print(f"  max |nd4py - numpy| {conv['nd4py']['max_abs_err_vs_numpy']:.1e}; peak memory above "
+          f"the output {extra_mb:.1f} MiB (one tap-sized buffer: {tap_mb:.1f} MiB)")
+    base = w7["nd4py fit"]["ms"]
     print(f"W7 LeNet train step, batch {B} (median ms per iteration)")
-    for name, ms in w7.items():
-        print(f"  {name:20s} {ms:8.2f}   nd4py is {base / ms:.2f}x this")
+    for name, r in w7.items():
+        print(f"  {name:20s} {r['ms']:8.2f}   nd4py is {base / r['ms']:.2f}x this")
     if args.json:
-        print(json.dumps({"conv": conv, "w7_ms": w7}, indent=1))
+        print(json.dumps({**results, "peak_extra_mb": extra_mb, "tap_buffer_mb": tap_mb},
+                         indent=1))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@ import os as _os
 # libgomp reads this once, when it is first loaded; a user's own setting wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+from . import malloc_tuning  # noqa: E402
+
+malloc_tuning.tune()  # large arrays stay on the heap: no page faults per op (see the module)
+
 from . import ops  # noqa: E402
 from .surface import install_surface  # noqa: E402
 
