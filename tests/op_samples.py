@@ -20,6 +20,7 @@ sits on an op's kinks, ties, jumps or non-finite values says ``smooth=False``; e
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -794,18 +795,12 @@ SAMPLES["split_like"] = [
     S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),
     S([u(3, 2), u(3, 2)], {"axis": -2}, split_like_ref),
 ]
-try:  # the cnn ops' rows (tests/op_samples_cnn.py)
-    from op_samples_cnn import cnn_samples
-except ImportError:
-    from .op_samples_cnn import cnn_samples
-SAMPLES.update(cnn_samples(S))
-try:  # the 1-D/3-D/global pooling, layout and LRN rows (tests/op_samples_cnn_layout.py)
-    from op_samples_cnn_layout import cnn_layout_samples
-except ImportError:
-    from .op_samples_cnn_layout import cnn_layout_samples
-SAMPLES.update(cnn_layout_samples(S))
-try:  # conv3d, deconv2d/3d, depthwise and separable rows (tests/op_samples_cnn_more_conv.py)
-    from op_samples_cnn_more_conv import more_conv_samples
-except ImportError:
-    from .op_samples_cnn_more_conv import more_conv_samples
-SAMPLES.update(more_conv_samples(S))
+# The cnn families keep their rows in files of their own; each exports ``<fn>(S) -> rows``.
+for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D pooling
+                     ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
+                     ("op_samples_cnn_more_conv", "more_conv_samples")):  # conv3d, deconv...
+    try:  # rootdir-relative import (tests/ is not a package) ...
+        _rows = importlib.import_module(_module)
+    except ImportError:  # ... or tests/ became one
+        _rows = importlib.import_module(f".{_module}", __package__)
+    SAMPLES.update(getattr(_rows, _fn)(S))

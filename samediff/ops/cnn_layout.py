@@ -37,7 +37,7 @@ from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
 from .cnn import PADDING, PAIR, _attrs, check_rank, float_dtype, _out_size
-from .cnn_attrs import choice
+from .cnn_attrs import choice, window
 from .registry import REQUIRED, Attr, AttrKind, TensorType, define
 
 _GROUP = {"namespace": "cnn", "method": False}
@@ -240,15 +240,9 @@ define("col2im", ["cols"], _col2im_infer, _col2im, attrs=COL2IM, **_GROUP,
 
 # --- space_to_depth / depth_to_space --------------------------------------------------------------
 
-DEPTH = {"block_size": (AttrKind("int>1", lambda v: _at_least(v, 2)), REQUIRED),
+DEPTH = {"block_size": (window(1, 2), REQUIRED),
          "data_format": (choice("NCHW", "NHWC"), "NCHW")}
 
-
-def _at_least(v: Any, low: int) -> int:
-    v = Attr.INT.coerce(v)
-    if v < low:
-        raise ValueError(f"expected an int >= {low}, got {v}")
-    return v
 
 
 def _depth_infer(name: str, to_depth: bool):
@@ -443,7 +437,7 @@ define("batch_to_space", ["x"], _b2s_infer, _batch_to_space, **_GROUP,
 # --- local response normalization ----------------------------------------------------------------
 
 LRN = {"alpha": (Attr.FLOAT, 1.0), "beta": (Attr.FLOAT, 0.5), "bias": (Attr.FLOAT, 1.0),
-       "depth": (AttrKind("int>=0", lambda v: _at_least(v, 0)), 5),
+       "depth": (window(1, 0), 5),
        "data_format": (choice("NCHW", "NHWC"), "NCHW")}
 WINDOW_SUM = {k: LRN[k] for k in ("depth", "data_format")}
 

@@ -7,11 +7,13 @@ axis, together with the elementwise ops that feed and consume them (``compiler/r
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
 from .linalg import matmul_shape
-from .registry import RowKernel, define
+from .registry import AttrKind, RowKernel, define
 
 Shape = tuple[int, ...]
 
@@ -192,6 +194,18 @@ define("layer_norm", ["x", "gain", "bias?"],
 
 # --- batch_norm -------------------------------------------------------------------------------
 
+def _momentum(v: Any) -> float:
+    m = Attr.FLOAT.coerce(v)
+    if not 0.0 <= m <= 1.0:
+        raise ValueError(f"momentum weighs the old running value and is in [0, 1] (0.9: "
+                         f"PyTorch's momentum=0.1); got {m}")
+    return m
+
+
+#: batch_norm's and batch_norm_train's (train_mode.py) momentum: one kind, checked where given
+MOMENTUM = AttrKind("momentum", _momentum)
+
+
 def _batch_norm(x, mean, variance, gamma, beta, *, epsilon, axis, momentum):
     x = np.asarray(x)
     ax = axis % x.ndim
@@ -211,7 +225,7 @@ def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
 define("batch_norm", ["x", "mean", "variance", "gamma", "beta"],
        probed_infer("batch_norm", _batch_norm_infer_shape, (("axis", 0),)), _batch_norm,
        attrs={"epsilon": (Attr.FLOAT, 1e-5), "axis": (Attr.INT, -1),
-              "momentum": (Attr.FLOAT, 0.9)}, namespace="nn",
+              "momentum": (MOMENTUM, 0.9)}, namespace="nn",
        doc="Batch norm ``(x - mean) / sqrt(variance + epsilon) * gamma + beta`` with 1-D "
        "parameters applied along ``axis``, using the running ``mean``/``variance``. In "
        "training mode (``fit``...) it is ``batch_norm_train``: batch statistics, and the "

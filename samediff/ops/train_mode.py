@@ -43,7 +43,7 @@ from .. import random_state
 from .call import op
 from .families import normalize_axis, unary
 from .grads_structural import _placed, _sum_except
-from .nn import _along, _vector
+from .nn import MOMENTUM, _along, _vector
 from .registry import NONDIFF, Attr, AttrKind, TensorType, define, deftraining
 
 
@@ -55,16 +55,7 @@ def _probability(v: Any) -> float:
     return p
 
 
-def _unit(v: Any) -> float:
-    m = Attr.FLOAT.coerce(v)
-    if not 0.0 <= m <= 1.0:
-        raise ValueError(f"momentum weighs the old running value and is in [0, 1] (0.9: "
-                         f"PyTorch's momentum=0.1); got {m}")
-    return m
-
-
 KEEP = AttrKind("keep probability", _probability)
-MOMENTUM = AttrKind("momentum", _unit)
 
 
 # --- dropout -----------------------------------------------------------------------------------
