@@ -66,6 +66,8 @@ import threading
 import numba
 import numpy as np
 
+from .. import workers
+
 Pair = tuple[int, int]
 
 # Serial on purpose (see the module docstring: thread pools that spin).
@@ -77,23 +79,6 @@ _njit = numba.njit(cache=True, nogil=True)
 # the input that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c`` (zero
 # in the padding): the HWIO weights reshaped to ``[kH*kW*C, O]`` are the other GEMM operand
 # as they are, and a chunk of several images is one wide GEMM.
-
-def _tap_blocks(shape, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
-    """Per tap: (its block of ``cols`` [C, nb, rows, OW] with the in-image part, and the
-    matching input slices of an NCHW array of ``shape``)."""
-    c_n, h, w = shape[1], shape[2], shape[3]
-    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
-    blocks = cols.reshape(kh, kw, c_n, nb, rows, ow_n)
-    for i in range(kh):
-        ro, ri = tap_range(r0 + rows, h, ph, sh, dh, i)
-        ro = slice(max(ro.start, r0) - r0, ro.stop - r0) if ro.stop > r0 else slice(0, 0)
-        if ro.stop > ro.start:  # the rows of this band only
-            start = (ro.start + r0) * sh - ph + i * dh
-            ri = slice(start, start + (ro.stop - ro.start - 1) * sh + 1, sh)
-        for j in range(kw):
-            oo, wi = tap_range(ow_n, w, pw, sw, dw, j)
-            yield blocks[i, j], ro, oo, (slice(n0, n0 + nb), slice(None), ri, wi)
-
 
 def _im2col_cf(x, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
     """``cols[k, b, r, ow]`` (as [kk, nb * rows, OW]), ``k = (i * kW + j) * C + c``: the input
@@ -122,13 +107,34 @@ def _im2col_cf(x, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
     np.copyto(cols.reshape(kh, kw, c_n, nb, rows, ow_n), windows)
 
 
-def _col2im_cf(cols, dx, nb, n0, r0, *geo):
-    """``dx`` += the adjoint of ``_im2col_cf``."""
-    for blk, ro, oo, xi in _tap_blocks(dx.shape, cols, nb, n0, r0, *geo):
-        if ro.stop > ro.start and oo.stop > oo.start:
-            region = dx[xi]
-            region += blk[:, :, ro, oo].transpose(1, 0, 2, 3)
+def _col2im_cf(cols, dx, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
+    """``dx`` += the adjoint of ``_im2col_cf``: one compiled pass (``nogil``, so two halves
+    of the images run at once). The numpy form -- one strided add per tap -- cost ~5 us of
+    Python per tap plus a pass over ``dx`` each: 25 of them were most of a LeNet input
+    adjoint."""
+    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
+    _col2im_kernel(cols.reshape(kh, kw, dx.shape[1], nb, rows, ow_n), dx, n0, r0, sh, sw, ph,
+                   pw, dh, dw)
 
+
+@_njit
+def _col2im_kernel(cols, dx, n0, r0, sh, sw, ph, pw, dh, dw):
+    kh, kw, c_n, nb, rows, ow_n = cols.shape
+    h, w = dx.shape[2], dx.shape[3]
+    for i in range(kh):
+        for j in range(kw):
+            off = j * dw - pw  # input column of output column o: o * sw + off
+            lo = 0 if off >= 0 else (-off + sw - 1) // sw
+            hi = min(ow_n, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
+            for c in range(c_n):
+                for b in range(nb):
+                    for r in range(rows):
+                        ih = (r0 + r) * sh - ph + i * dh
+                        if ih < 0 or ih >= h:
+                            continue
+                        src, dst = cols[i, j, c, b, r], dx[n0 + b, c, ih]
+                        for o in range(lo, hi):
+                            dst[o * sw + off] += src[o]
 
 
 @_njit
@@ -193,21 +199,58 @@ def _max_pool_backward_cf(x, g, dx, kh, kw, sh, sw, ph, pw, dh, dw):
 
 
 
-def _chunks(n: int, oh: int, ow: int, per_pos: int, budget: int):
-    """``(n0, n1, r0, r1)`` chunks of (images, output rows) whose im2col buffer
+def _chunks(images: range, oh: int, ow: int, per_pos: int, budget: int):
+    """``(n0, n1, r0, r1)`` chunks of (``images``, output rows) whose im2col buffer
     (``per_pos`` values per output position) holds at most ``budget`` values: whole images
     while one fits, else bands of rows of one image."""
     img = oh * ow * per_pos
     if img <= budget:
         nb = max(1, budget // img)
-        for n0 in range(0, n, nb):
-            yield n0, min(n, n0 + nb), 0, oh
+        for n0 in range(images.start, images.stop, nb):
+            yield n0, min(images.stop, n0 + nb), 0, oh
     else:
         rows = max(1, budget // (ow * per_pos))
         rows = -(-oh // -(-oh // rows))  # even bands
-        for n0 in range(n):
+        for n0 in images:
             for r0 in range(0, oh, rows):
                 yield n0, n0 + 1, r0, min(oh, r0 + rows)
+
+
+#: Multiply-adds below which a convolution stays on one thread (a split costs ~20-40 us).
+SPLIT_MIN_MACS = 1 << 20
+#: The largest GEMM (M * N * K) a split convolution may call: OpenBLAS runs smaller ones on
+#: the calling thread only. Two halves each calling a multi-threaded GEMM fight over the
+#: same pool (measured: 1.1-2x slower than one thread calling them in turn).
+SPLIT_MAX_GEMM = 1 << 18
+
+
+#: Pooling: window reads (outputs x taps) below which a pooling op stays on one thread.
+SPLIT_MIN_POOL = 1 << 16
+
+
+def halves(n: int, work: int, gemm: int, least: int | None = None) -> list[range]:
+    """The images ``range(n)`` in two halves for ``workers.both`` -- when there are two
+    images, a second core, ``work`` of at least ``least`` (``SPLIT_MIN_MACS``) and no GEMM
+    above ``SPLIT_MAX_GEMM`` -- else whole."""
+    least = SPLIT_MIN_MACS if least is None else least
+    if n < 2 or not workers.enabled() or work < least or gemm > SPLIT_MAX_GEMM:
+        return [range(n)]
+    h = (n + 1) // 2
+    return [range(0, h), range(h, n)]
+
+
+def on_halves(parts: list[range], work) -> list:
+    """``[work(part) for part in parts]``, the two halves at once (``workers.both``)."""
+    if len(parts) == 1:
+        return [work(parts[0])]
+    got: list = [None, None]
+
+    def run(k: int):
+        def job() -> None:
+            got[k] = work(parts[k])
+        return job
+    workers.both(run(0), run(1))
+    return got
 
 
 def axis_pads(size: int, k: int, s: int, d: int, padding: int | str) -> tuple[int, int, int]:
@@ -366,7 +409,7 @@ IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache
 _NUMBA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-INPUT_GRAD_IM2COL_MAX_C = 4  # input channels up to which the input adjoint goes im2col
+INPUT_GRAD_IM2COL_MAX_C = 8  # input channels up to which the input adjoint goes im2col
 
 
 def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
@@ -391,16 +434,20 @@ def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
 
 
 def _im2col_plan(x_shape, w_shape, geo, cf, op="conv"):
-    """None (route ``"taps"``), or the im2col route's chunks and depth ``kk``. Chunks hold
-    whole images while one fits the budget, else bands of output rows of one image; the
-    budget is at most one output-sized buffer (the per-tap route's scratch) unless that is
-    below ``IM2COL_FLOOR``, and at most ``IM2COL_BUDGET``."""
+    """None (route ``"taps"``), or the im2col route's chunks -- per half of the images when
+    the work is split over two threads (``halves``) -- and depth ``kk``. Chunks hold whole
+    images while one fits the budget, else bands of output rows of one image; the budget is
+    at most one output-sized buffer (the per-tap route's scratch) unless that is below
+    ``IM2COL_FLOOR``, and at most ``IM2COL_BUDGET``."""
     if choose(cf, op, w_shape[2]) != "im2col":
         return None
-    n, oh, ow = x_shape[0], geo[0][2], geo[1][2]
+    n, oh, ow, o = x_shape[0], geo[0][2], geo[1][2], w_shape[3]
     kk = w_shape[0] * w_shape[1] * w_shape[2]
-    budget = min(IM2COL_BUDGET, max(n * oh * ow * w_shape[3], ow * kk, IM2COL_FLOOR))
-    return list(_chunks(n, oh, ow, kk, budget)), kk
+    budget = min(IM2COL_BUDGET, max(n * oh * ow * o, ow * kk, IM2COL_FLOOR))
+    chunks = list(_chunks(range(n), oh, ow, kk, budget))
+    gemm = max((r1 - r0) * ow for _, _, r0, r1 in chunks) * kk * o  # one GEMM per image
+    parts = halves(n, n * oh * ow * kk * o, gemm)
+    return [list(_chunks(p, oh, ow, kk, budget)) for p in parts], kk
 
 
 def _geo_args(geo, kernel, stride, dilation):
@@ -409,12 +456,17 @@ def _geo_args(geo, kernel, stride, dilation):
 
 
 def _conv_im2col(x, w, out, geo, plan, stride, dilation):
-    chunks, kk = plan
+    parts, kk = plan
+    on_halves(parts, lambda chunks: _conv_chunks(x, w, out, geo, chunks, kk, stride, dilation))
+    return out
+
+
+def _conv_chunks(x, w, out, geo, chunks, kk, stride, dilation):
     n, o, ow = x.shape[0], w.shape[3], geo[1][2]
     w2t = w.reshape(kk, o).T
     outm = out.reshape(n, o, -1)
     args = _geo_args(geo, w.shape[:2], stride, dilation)
-    buf = _kept_scratch(out.dtype)
+    buf = _kept_scratch(out.dtype)  # per thread
     for n0, n1, r0, r1 in chunks:
         nb, length = n1 - n0, (r1 - r0) * ow
         cols = buf.view("cols", (kk, nb * (r1 - r0), ow))
@@ -425,13 +477,19 @@ def _conv_im2col(x, w, out, geo, plan, stride, dilation):
         else:  # one GEMM per image (batched): small ones run on one BLAS thread, which beat
             # one wide GEMM + a transposed copy by 1.3-1.7x next to torch's threads
             np.matmul(w2t, cols.reshape(kk, nb, length).transpose(1, 0, 2), out=outm[n0:n1])
-    return out
 
 
 def _grad_im2col(g, w, dx, x, kernel, geo, plan, stride, dilation):
     """Through the chunks of ``_conv_im2col``: ``dx`` (zeroed) += conv's input adjoint (``x``
-    None), or -> dw as [kk, O] (``w`` None)."""
-    chunks, kk = plan
+    None), or -> dw as [kk, O] (``w`` None). Halves of the images write disjoint parts of
+    ``dx``; their weight adjoints are summed."""
+    parts, kk = plan
+    got = on_halves(parts, lambda chunks: _grad_chunks(g, w, dx, x, kernel, geo, chunks, kk,
+                                                       stride, dilation))
+    return dx if x is None else sum(got[1:], got[0])
+
+
+def _grad_chunks(g, w, dx, x, kernel, geo, chunks, kk, stride, dilation):
     n, o, ow = g.shape[0], g.shape[1], geo[1][2]
     gm = g.reshape(n, o, -1)
     args = _geo_args(geo, kernel, stride, dilation)
@@ -526,13 +584,23 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf):
 
 
 
+def _pool_halves(out, kernel, work) -> None:
+    """``work(images)`` over two halves of the batch at once when it is big enough."""
+    on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], 0, SPLIT_MIN_POOL), work)
+
+
 def max_pool(x, kernel, stride, padding, dilation, cf):
     """Max over the taps that lie inside the image (padding never wins)."""
     _, shape, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)
-    out = np.full(shape, -np.inf, x.dtype)
-    for _, _, oi, ii in taps:
-        region = out[oi]
-        np.maximum(region, x[ii], out=region)
+    out = np.empty(shape, x.dtype)
+
+    def work(p: range) -> None:
+        dst, src = out[p.start:p.stop], x[p.start:p.stop]
+        dst.fill(-np.inf)
+        for _, _, oi, ii in taps:
+            region = dst[oi]
+            np.maximum(region, src[ii], out=region)
+    _pool_halves(out, kernel, work)
     return out
 
 
@@ -543,12 +611,17 @@ def max_pool_grad(x, g, kernel, stride, padding, dilation, cf):
         geo, _, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, True)
         dx = np.zeros(x.shape, np.result_type(x, g))
         x, g = np.ascontiguousarray(x), np.ascontiguousarray(g, dx.dtype)
-        if (tuple(kernel), tuple(stride), tuple(dilation), geo[0][0], geo[1][0]) == (
-                (2, 2), (2, 2), (1, 1), 0, 0):
-            _max_pool2x2_backward_cf(x, g, dx)
-        else:
-            _max_pool_backward_cf(x, g, dx, kernel[0], kernel[1], stride[0], stride[1],
-                                  geo[0][0], geo[1][0], dilation[0], dilation[1])
+        two_by_two = (tuple(kernel), tuple(stride), tuple(dilation), geo[0][0], geo[1][0]) == (
+            (2, 2), (2, 2), (1, 1), 0, 0)
+
+        def work(p: range) -> None:  # nogil kernels: the halves run at once
+            a, b = p.start, p.stop
+            if two_by_two:
+                _max_pool2x2_backward_cf(x[a:b], g[a:b], dx[a:b])
+            else:
+                _max_pool_backward_cf(x[a:b], g[a:b], dx[a:b], kernel[0], kernel[1], stride[0],
+                                      stride[1], geo[0][0], geo[1][0], dilation[0], dilation[1])
+        _pool_halves(g, kernel, work)
         return dx
     out = max_pool(x, kernel, stride, padding, dilation, cf)
     _, _, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)

@@ -1,0 +1,131 @@
+"""Convolution and pooling split over two threads (``samediff.workers``): the same values as
+one thread and as the loop references, whatever the split (uneven halves, row bands, padding,
+stride), and the helper's own contract (errors, nesting, concurrent callers)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from samediff import workers
+from samediff.ops import cnn_kernels as K
+
+try:
+    from op_samples_cnn import (conv2d_input_grad_ref, conv2d_ref, conv2d_weight_grad_ref,
+                                max_pooling2d_grad_ref, max_pooling2d_ref)
+except ImportError:  # run from the repository root as a package
+    from tests.op_samples_cnn import (conv2d_input_grad_ref, conv2d_ref, conv2d_weight_grad_ref,
+                                      max_pooling2d_grad_ref, max_pooling2d_ref)
+
+pytestmark = pytest.mark.skipif(not workers.enabled(), reason="one CPU or ND4PY_WORKERS=1")
+
+GEOMETRIES = [  # (x shape NCHW, kernel, out channels, stride, padding)
+    ((3, 2, 9, 9), (3, 3), 4, (1, 1), (1, 1)),
+    ((5, 3, 11, 10), (3, 2), 2, (2, 1), (0, 1)),
+    ((2, 9, 8, 8), (2, 2), 3, (2, 2), (0, 0)),  # 9 channels: the input adjoint goes per tap
+]
+
+
+@pytest.fixture
+def always_split(monkeypatch):
+    """Split every op with two images; ``bands``: also cut images into row bands."""
+    monkeypatch.setattr(K, "SPLIT_MIN_MACS", 0)
+    monkeypatch.setattr(K, "SPLIT_MIN_POOL", 0)
+    calls = []
+    real = workers.both
+
+    def counting(first, second):
+        calls.append(1)
+        real(first, second)
+    monkeypatch.setattr(workers, "both", counting)
+    return calls
+
+
+def _serial(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setattr(workers, "_ENABLED", False)
+        return fn()
+
+
+@pytest.mark.parametrize("bands", [False, True])
+@pytest.mark.parametrize("shape, kernel, o, stride, pad", GEOMETRIES)
+def test_split_convolution_matches_one_thread_and_reference(always_split, monkeypatch, bands,
+                                                            shape, kernel, o, stride, pad):
+    if bands:  # a chunk holds a few output rows of one image: halves still own whole images
+        monkeypatch.setattr(K, "IM2COL_FLOOR", 1)
+        monkeypatch.setattr(K, "IM2COL_BUDGET", 2 * shape[3] * kernel[0] * kernel[1] * shape[1])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal(kernel + (shape[1], o))
+    kw = dict(stride=stride, padding=pad, dilation=(1, 1), groups=1, data_format="NCHW",
+              weights_format="HWIO")
+    runs = {
+        "conv": (lambda: K.conv(x, w, stride, pad, (1, 1), True),
+                 lambda: conv2d_ref(x, w, **kw)),
+    }
+    y = runs["conv"][0]()
+    g = rng.standard_normal(y.shape)
+    runs["input_grad"] = (lambda: K.conv_input_grad(g, w, x.shape, stride, pad, (1, 1), True),
+                          lambda: conv2d_input_grad_ref(g, w, x, **kw))
+    runs["weight_grad"] = (lambda: K.conv_weight_grad(x, g, kernel, stride, pad, (1, 1), True),
+                           lambda: conv2d_weight_grad_ref(x, g, w, **kw))
+    for name, (ours, ref) in runs.items():
+        before = len(always_split)
+        split = ours()
+        assert len(always_split) > before or (name == "input_grad" and shape[1] > 8), name
+        np.testing.assert_allclose(split, _serial(monkeypatch, ours), rtol=1e-12, atol=1e-12,
+                                   err_msg=name)
+        np.testing.assert_allclose(split, ref(), rtol=1e-10, atol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("kernel, stride, pad", [((2, 2), (2, 2), (0, 0)),
+                                                 ((3, 3), (2, 1), (1, 1))])
+def test_split_max_pool_matches_reference(always_split, kernel, stride, pad):
+    rng = np.random.default_rng(1)
+    x = rng.integers(-3, 3, (3, 2, 8, 9)).astype(np.float64)  # ties: the first maximum wins
+    kw = dict(kernel=kernel, stride=stride, padding=pad, dilation=(1, 1), data_format="NCHW")
+    y = K.max_pool(x, kernel, stride, pad, (1, 1), True)
+    np.testing.assert_array_equal(y, max_pooling2d_ref(x, **kw))
+    g = rng.standard_normal(y.shape)
+    dx = K.max_pool_grad(x, g, kernel, stride, pad, (1, 1), True)
+    np.testing.assert_allclose(dx, max_pooling2d_grad_ref(x, g, **kw), rtol=1e-12)
+    assert len(always_split) == 2
+
+
+def test_both_runs_both_and_raises_either_error():
+    got = []
+    workers.both(lambda: got.append("a"), lambda: got.append("b"))
+    assert sorted(got) == ["a", "b"]
+
+    def boom():
+        raise KeyError("second half")
+    with pytest.raises(KeyError, match="second half"):
+        workers.both(lambda: None, boom)
+    with pytest.raises(ZeroDivisionError):
+        workers.both(lambda: 1 / 0, lambda: None)
+    done = []
+    workers.both(lambda: done.append(1), lambda: done.append(2))  # the helper still serves
+    assert sorted(done) == [1, 2]
+
+
+def test_nested_and_concurrent_callers_run_every_job_once():
+    hits = []
+    lock = threading.Lock()
+
+    def hit(tag):
+        def job():
+            with lock:
+                hits.append(tag)
+        return job
+
+    def nested(tag):  # a job that itself splits: the helper is busy, so it runs serially
+        return lambda: workers.both(hit(tag + "1"), hit(tag + "2"))
+
+    threads = [threading.Thread(target=workers.both, args=(nested(f"t{k}a"), nested(f"t{k}b")))
+               for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(hits) == sorted(f"t{k}{h}{i}" for k in range(4) for h in "ab" for i in "12")
