@@ -50,10 +50,23 @@ What did not pay: the gathers as Numba loops -- serial they move ~1-2 GB/s again
 strided copies' ~20 GB/s; ``parallel=True`` ones are fast alone but Numba's OpenMP pool and
 BLAS's threads both spin-wait after their work, and alternating them (gather, GEMM, gather,
 ...) on 2 cores cost a scheduler time slice per switch once torch's OpenMP was also loaded:
-20-100x slowdowns; the max-pool backward kernel is therefore serial Numba too. Splitting the
-gathers over two Python threads gained nothing (BLAS's spinning threads hold the other
+20-100x slowdowns; the max-pool backward kernel is therefore serial Numba too. Splitting only
+the gathers over two Python threads gained nothing (BLAS's spinning threads hold the other
 core). A Numba max-pool forward lost to numpy's per-tap ``np.maximum`` (0.40 vs 0.10 ms), a
 reshape-and-``max`` one even more (2.7 ms: a reduction over two strided axes).
+
+Two cores (``halves``): what does pay is splitting a whole op -- gathers, GEMMs, col2im --
+into two halves of the images, one per thread (``samediff.workers``), when each GEMM is small
+enough for OpenBLAS to run it on the calling thread alone (``SPLIT_MAX_GEMM``): nothing then
+waits on another pool. LeNet shapes (batch 32, medians, same process, split vs one thread):
+input adjoint 8->16 0.47-0.51 vs 0.69-0.71 ms and 1->8 0.40-0.45 vs 0.51-0.57; forward and
+weight adjoint 8->16 0.39-0.43 vs 0.41-0.50; the 1->8 forward does not gain (0.32-0.35 vs
+0.23-0.26: its one copy per half is the whole op). W7 step (through ``fit``): 4.0-4.8 ->
+3.4-3.8 ms. Halves that run many small Python-level steps (the per-tap route: 25 taps of
+~8 numpy calls) lose instead (0.93 -> 3.96 ms), each waiting for the other's GIL: that route
+stays on one thread. Two halves calling multi-threaded GEMMs (the 64-channel conv) fight
+over OpenBLAS's pool (1.1-2x slower), and OpenBLAS's thread count is process-wide (its
+``_local`` setter is not, in numpy's 0.3.31 build), so those stay on one thread as well.
 
 ``cf`` says channels first (NCHW: spatial axes 2, 3) or last (NHWC: axes 1, 2); weights are
 always HWIO here (``[kH, kW, iC, oC]``; the ops convert OIHW). Geometry of one spatial axis:
@@ -424,8 +437,9 @@ def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
       channels (one depth-576 GEMM runs near BLAS peak, nine depth-64 ones do not, and the
       per-tap shifted-window adds move as much memory as the gather), 1.1-20x at 1-8.
     * NCHW input adjoint: ``"im2col"`` only up to ``INPUT_GRAD_IM2COL_MAX_C`` input channels
-      (1.4x at 1 channel); from 8 channels on the col2im scatter-add costs more than the
-      per-tap route's adds (0.85x at 8 and at 64 channels)."""
+      (with the compiled col2im and two threads: 1.4-1.8x the per-tap route at 8 channels,
+      1.3-2x at 1); from 16 channels on (one thread: 0.7-0.95x at 16 and at 64) the col2im
+      scatter-add costs more than the per-tap route's adds."""
     if not cf:
         return "taps"
     if op == "input_grad" and channels > INPUT_GRAD_IM2COL_MAX_C:
