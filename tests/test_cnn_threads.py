@@ -29,7 +29,7 @@ GEOMETRIES = [  # (x shape NCHW, kernel, out channels, stride, padding)
 
 @pytest.fixture
 def always_split(monkeypatch):
-    """Split every op with two images; ``bands``: also cut images into row bands."""
+    """Split every op that has two images, however small; count the splits."""
     monkeypatch.setattr(K, "SPLIT_MIN_MACS", 0)
     monkeypatch.setattr(K, "SPLIT_MIN_POOL", 0)
     calls = []
