@@ -258,11 +258,9 @@ def on_halves(parts: list[range], work) -> list:
         return [work(parts[0])]
     got: list = [None, None]
 
-    def run(k: int):
-        def job() -> None:
-            got[k] = work(parts[k])
-        return job
-    workers.both(run(0), run(1))
+    def job(k: int) -> None:
+        got[k] = work(parts[k])
+    workers.both(lambda: job(0), lambda: job(1))
     return got
 
 
