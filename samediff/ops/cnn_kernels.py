@@ -80,6 +80,7 @@ import numba
 import numpy as np
 
 from .. import workers
+from . import cnn_winograd as W
 
 Pair = tuple[int, int]
 
@@ -527,6 +528,27 @@ def _grad_chunks(g, w, dx, x, kernel, geo, chunks, kk, stride, dilation):
     return dx if x is None else w2
 
 
+def _winograd(x, w, out, before):
+    """``out`` = ``x`` (*) ``w`` (3x3, stride 1, NCHW) by ``cnn_winograd``: bands of tile
+    rows, split over two threads, each band's transforms and GEMMs in one compiled call. The
+    bands' scratch (two threads' worth) stays within one output-sized buffer."""
+    n, c, o = x.shape[0], w.shape[2], w.shape[3]
+    oh, ow = out.shape[2], out.shape[3]
+    todo = W.units(n, oh, ow, c, o, min(IM2COL_BUDGET, out.size // 2))
+    u = W.filter_transform(w)
+    parts = [todo]
+    if len(todo) > 1 and workers.enabled() and out.size * c * 9 >= SPLIT_MIN_MACS:
+        parts = [todo[:(len(todo) + 1) // 2], todo[(len(todo) + 1) // 2:]]
+
+    def work(part):
+        nv, nm = W.scratch_size(part, ow, c, o)
+        buf = _kept_scratch(out.dtype)
+        W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
+              buf.view("wino_m", (nm,)))
+    on_halves(parts, work)
+    return out
+
+
 def conv(x, w, stride, padding, dilation, cf):
     """``x`` (*) ``w`` [kH, kW, C, O], by the route ``choose`` picks."""
     geo = geometry(spatial(x.shape, cf), w.shape[:2], stride, padding, dilation)
@@ -535,6 +557,8 @@ def conv(x, w, stride, padding, dilation, cf):
     if x.shape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype):
+        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]))
     plan = _im2col_plan(x.shape, w.shape, geo, cf)
     if plan is not None:
         return _conv_im2col(np.ascontiguousarray(x), np.ascontiguousarray(w), out, geo, plan,
@@ -553,6 +577,11 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype):
+        # the full correlation of g with the flipped kernel, channels swapped
+        flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
+        return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
+                         (2 - geo[0][0], 2 - geo[1][0]))
     plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad")
     if plan is not None:
         return _grad_im2col(np.ascontiguousarray(g), np.ascontiguousarray(w),

@@ -1,0 +1,137 @@
+"""A single-threaded BLAS that compiled kernels can call: ``gemm(a, b, c, beta)``.
+
+Why a BLAS of our own next to numpy's: numpy's OpenBLAS is reachable only through ``matmul``
+(no accumulate into ``c``, no call from a Numba kernel), and its thread count is process-wide.
+Kernels that split their work over two threads (``samediff.workers``) need GEMMs that run on
+the calling thread only -- two halves each calling numpy's multi-threaded GEMM fight over one
+pool (1.1-2x slower than one thread, see ``ops/cnn_kernels.py``). The ``scipy-openblas32``
+wheel (the OpenBLAS build numpy and SciPy themselves ship, with every symbol prefixed
+``scipy_``, so it never collides with numpy's copy) is loaded once here and set to one
+thread; Numba kernels call its ``cblas_?gemm`` by symbol name, which keeps them cacheable
+(a ctypes function pointer would bake an address into the cache).
+
+When the wheel is missing (a platform it has no build for) or ``ND4PY_BLAS=numpy`` is set,
+``available()`` is False and the kernels that need it are never chosen; ``gemm`` called from
+Python still works (through numpy).
+
+>>> import numpy as np
+>>> from samediff.blas import gemm
+>>> a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+>>> c = np.ones((2, 4), np.float32)
+>>> gemm(a, b, c, 1.0)  # c = a @ b + 1.0 * c
+>>> c[0]
+array([4., 4., 4., 4.], dtype=float32)
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+__all__ = ["available", "gemm"]
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _load() -> str:
+    """Load the library for the JIT's symbol lookup; '' on success, else why not."""
+    if os.environ.get("ND4PY_BLAS", "") == "numpy":
+        return "ND4PY_BLAS=numpy"
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return "the scipy-openblas32 wheel is not installed"
+    lib_dir = scipy_openblas32.get_lib_dir()
+    names = [n for n in os.listdir(lib_dir) if n.startswith("libscipy_openblas")
+             and n.endswith((".so", ".dylib", ".dll"))]
+    if not names:
+        return f"no OpenBLAS library in {lib_dir}"
+    path = os.path.join(lib_dir, names[0])
+    import llvmlite.binding as llvm
+    llvm.load_library_permanently(path)  # symbols visible to Numba's linker
+    ctypes.CDLL(path).scipy_openblas_set_num_threads(1)  # the calling thread only
+    return ""
+
+
+_WHY_NOT = _load()
+
+
+def available() -> bool:
+    """Whether compiled kernels may call ``gemm`` (the private BLAS is loaded)."""
+    return not _WHY_NOT
+
+
+def why_not() -> str:
+    """Why ``available()`` is False ('' when it is True)."""
+    return _WHY_NOT
+
+
+def _signature(real):
+    i = types.int32
+    return types.void(i, i, i, i, i, i, real, types.voidptr, i, types.voidptr, i, real,
+                      types.voidptr, i)
+
+
+_SGEMM = types.ExternalFunction("scipy_cblas_sgemm", _signature(types.float32))
+_DGEMM = types.ExternalFunction("scipy_cblas_dgemm", _signature(types.float64))
+
+
+_REALS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0) -> None:
+    """``c[...] = a @ b + beta * c`` for 2-D float32 or float64 arrays of one dtype, each
+    with unit stride along one axis (row-major rows, or a transposed view). Callable from
+    Numba kernels (``available()`` must be True there) and from Python."""
+    if not (a.dtype == b.dtype == c.dtype) or a.dtype not in _REALS:
+        raise TypeError(f"gemm: a, b, c must share float32 or float64, got {a.dtype}, "
+                        f"{b.dtype}, {c.dtype}")
+    if available():
+        _gemm_jit(a, b, c, beta)
+        return
+    c[...] = a @ b + (beta * c if beta else 0)
+
+
+@numba.njit
+def _operand(x, itemsize):
+    """(transpose flag, leading dimension) of a 2-D operand with one unit-stride axis."""
+    s0, s1 = x.strides[0] // itemsize, x.strides[1] // itemsize
+    if s1 == 1 or x.shape[1] <= 1:
+        return _NO_TRANS, max(s0, x.shape[1], 1)
+    if s0 == 1 or x.shape[0] <= 1:
+        return _TRANS, max(s1, x.shape[0], 1)
+    raise ValueError("gemm: an operand has no unit-stride axis (copy it first)")
+
+
+@overload(gemm, jit_options={"nogil": True})
+def _gemm_overload(a, b, c, beta=0.0):
+    if not all(isinstance(t, types.Array) and t.ndim == 2 for t in (a, b, c)):
+        return None
+    if not (a.dtype == b.dtype == c.dtype) or a.dtype not in (types.float32, types.float64):
+        return None
+    fn, real = (_SGEMM, np.float32) if a.dtype == types.float32 else (_DGEMM, np.float64)
+    size = np.dtype(real).itemsize
+
+    def impl(a, b, c, beta=0.0):
+        m, k, n = a.shape[0], a.shape[1], b.shape[1]
+        if b.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
+            raise ValueError("gemm: shapes do not chain (a [m, k], b [k, n], c [m, n])")
+        if c.strides[1] != size and n > 1:
+            raise ValueError("gemm: c needs unit-stride rows")
+        if m == 0 or n == 0:
+            return
+        ta, lda = _operand(a, size)
+        tb, ldb = _operand(b, size)
+        ldc = max(c.strides[0] // size, n, 1)
+        fn(_ROW_MAJOR, ta, tb, m, n, k, real(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
+           real(beta), c.ctypes.data, ldc)
+    return impl
+
+
+@numba.njit(cache=True, nogil=True)
+def _gemm_jit(a, b, c, beta):
+    gemm(a, b, c, beta)
