@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from samediff import blas, workers
+from samediff.ops import cnn_im2col as I
 from samediff.ops import cnn_kernels as K
 from samediff.ops import cnn_winograd as W
 
@@ -43,7 +44,7 @@ CASES = [  # (x shape NCHW, out channels, padding (top/bottom, left/right))
 
 def _run(monkeypatch, fn, budget=None):
     if budget is not None:  # tiny bands: many units per image
-        monkeypatch.setattr(K, "IM2COL_BUDGET", budget)
+        monkeypatch.setattr(I, "IM2COL_BUDGET", budget)
     return fn()
 
 
@@ -117,6 +118,29 @@ def test_switched_off_or_without_blas_the_other_routes_give_the_same_values(monk
     a, b, c = (np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2)))
     blas.gemm(a, b, c, 2.0)  # through numpy
     np.testing.assert_array_equal(c, np.full((2, 2), 5.0))
+
+
+@needs_blas
+@pytest.mark.parametrize("stride, pad", [((1, 1), (0, 0)), ((2, 1), (1, 2))])
+def test_im2col_compiled_and_python_drivers_agree(monkeypatch, stride, pad):
+    """The im2col drivers run compiled on the private BLAS, or as Python on numpy's GEMM
+    when it is missing: the same values either way (and as the loop references)."""
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((3, 4, 9, 8)), rng.standard_normal((3, 2, 4, 5))
+    kw = dict(ATTRS, stride=stride, padding=pad)
+
+    def all_three():
+        y = K.conv(x, w, stride, pad, (1, 1), True)
+        g = np.cos(np.arange(y.size)).reshape(y.shape)
+        return (y, K.conv_input_grad(g, w, x.shape, stride, pad, (1, 1), True),
+                K.conv_weight_grad(x, g, (3, 2), stride, pad, (1, 1), True), g)
+    compiled = all_three()
+    monkeypatch.setattr(I, "compiled", lambda: False)
+    python = all_three()
+    for a, b in zip(compiled, python):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(compiled[0], conv2d_ref(x, w, **kw), atol=1e-10)
+    assert K.choose(True, "conv", 4, np.float16) == "taps"  # no compiled float16 kernels
 
 
 # --- the BLAS ---------------------------------------------------------------------------------

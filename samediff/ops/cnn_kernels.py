@@ -1,72 +1,45 @@
-"""numpy kernels of the convolution and pooling ops (``cnn.py``), in either data layout.
+"""numpy/Numba kernels of the convolution and pooling ops (``cnn.py``), in either layout.
 
-Convolution is a BLAS problem; ``choose`` picks the route per op, layout and input channels
-(NCHW: im2col for the forward and the weight adjoint, and for the input adjoint of few input
-channels; otherwise per tap):
+Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per op, layout,
+kernel, channels and dtype:
 
-* ``"im2col"``: chunked im2col. A chunk of whole images -- or, when one image does not fit,
-  a band of output rows of one image -- is gathered into ``cols[kH*kW*C, positions]`` (one
-  numpy copy from a strided window view of the input, or of a zero-bordered slab of it when
-  the windows reach into the padding) and multiplied by the
-  HWIO weights reshaped to ``[kH*kW*C, O]``, as they are: one GEMM of depth kH*kW*C per
-  image of the chunk (numpy's batched matmul), written straight into the output. The input
-  adjoint is the same GEMMs transposed, then the scatter-add (col2im) of the same per-tap
-  blocks; the weight adjoint is ``cols @ g.T`` per image, summed. (Per image, not one wide
-  GEMM of the whole chunk: small GEMMs run on one BLAS thread, and that beat the wide GEMM
-  -- plus its transposed copy -- by 1.2-1.9x at the LeNet shapes next to torch's threads.)
+* ``"winograd"`` (``cnn_winograd.py``): 3x3, stride 1, >= 16 channels in and out, NCHW,
+  forward and input adjoint (the latter is the same 3x3 correlation with the kernel flipped
+  and the channels swapped): Winograd F(4x4, 3x3), 4x fewer multiplies.
+* ``"im2col"`` (``cnn_im2col.py``, NCHW, ``choose``): per image -- or band of output rows
+  when one image's buffer exceeds the budget -- gather the windows into
+  ``cols [kH*kW*C, positions]`` and make it one GEMM with the HWIO weights reshaped to
+  ``[kH*kW*C, O]``. A whole list of units runs in one compiled call on the private
+  single-threaded BLAS, so two threads each take half of them (``samediff.workers``).
 * ``"taps"``: one GEMM per kernel tap, of depth C (O for the input adjoint): for tap
   ``(i, j)`` the output positions whose input lies inside the (unpadded) image get
   ``rows @ w[i, j]`` (NHWC) or ``w[i, j].T @ cols`` per image (NCHW). At stride 1 each tap
   multiplies the whole input into one reused buffer and adds its shifted window to the
-  output (no gather); at larger strides the tap's rows are gathered first.
+  output (no gather); at larger strides the tap's rows are gathered first. NHWC, float16,
+  and the NCHW input adjoint of more than ``INPUT_GRAD_IM2COL_MAX_C`` channels go this way.
 
-Memory: a forward holds input + output + one chunk buffer, and the chunk is at most one
-output-sized buffer (what the per-tap route's scratch is), except that chunks are allowed
-up to ``IM2COL_FLOOR`` values (1 MiB of float32) whatever the output, and never exceed
-``IM2COL_BUDGET`` (8 MiB of float32, a quarter of the L3). The chunk buffers are kept per
-thread across calls: a fresh buffer per call costs a page fault per 4 KiB, which was most
-of a small convolution's time. Padding is never materialized.
+Memory: a forward holds input + output + scratch of at most one output-sized buffer (the
+per-tap route's), except that im2col units may hold ``cnn_im2col.IM2COL_FLOOR`` values (1
+MiB of float32) whatever the output; no unit exceeds ``IM2COL_BUDGET`` (8 MiB of float32, a
+quarter of the L3). Scratch is kept per thread across calls: a fresh buffer per call costs a
+page fault per 4 KiB, which was most of a small convolution's time. Padding is never
+materialized.
 
-Profile (eager, (8, 64, 56, 56) float32 NCHW -> 64 channels, 3x3, pad 1, 2 noisy cores;
-medians, same process, interleaved with torch 2.x eager): the per-tap route took ~22-29 ms
-(torch ~13.5-14.5 in that run), of which the nine depth-64 GEMMs ~13 ms and the eight
-shifted-window adds (each reads and writes an output-sized array) most of the rest. The
-im2col route: sixteen depth-576 GEMMs (half an image each, ~175 GFLOP/s, near this
-machine's peak) ~10.5 ms plus the per-tap copies ~3-4 ms: ~14.6 ms, 1.0-1.1x torch. Weight
-adjoint ~15-18 ms (per tap ~28-33; torch ~14-16): 1.0-1.1x. Input adjoint: per tap, ~19-26
-ms (torch ~15-17): 1.2-1.5x; im2col + col2im measured ~31. LeNet shapes (batch 32; torch in
-brackets): 1->8 5x5 on 28x28 forward 0.36 ms (per tap 7.3; 0.18), input adjoint 0.56
-(0.80; 1.14), weight adjoint 0.36 (0.64; 0.14); 8->16 5x5 on 12x12 forward 0.71 (1.17;
-0.11), input adjoint 0.91 (per tap, unchanged; 0.19), weight adjoint 0.78 (0.89; 0.16).
-There the copies' rows are 8-24 values long and fixed costs dominate: torch stays 2-7x
-ahead per op. Gathering a chunk with one copy from a window view instead of one per tap
-(~8 us of Python each) took the W7 step's convolutions from 2.55 to 2.26 ms (2 forwards + 2
-weight adjoints, in the plan). Max-pool 2x2 (32, 8, 24, 24): forward 0.10 ms, numpy per tap
-(torch 0.33 with indices); backward 0.43 ms, one Numba pass that finds each window's winner
-and routes its gradient, written out for 2x2 windows at stride 2 (general loops 0.76,
-search-then-route in two passes 0.94; torch's reuses the forward's indices: 0.03).
+Measured ((8, 64, 56, 56) float32 -> 64, 3x3 pad 1, medians of one process, two cores):
+forward Winograd 7.7-9.7 ms; compiled im2col 11.5 (its numpy form -- strided copies and
+numpy's multi-threaded GEMMs -- 14.6), weight adjoint 12.6 (15.6), stride 2 3.5 (6.4);
+torch 2.13 eager 8.5-12.4 for the forward. LeNet shapes (batch 32; one thread): 1->8 5x5
+on 28x28 forward 0.17 ms, 8->16 5x5 on 12x12 0.32, its input adjoint 0.30 (the numpy forms:
+0.25-0.29, 0.39-0.47, 0.5-0.8). Two threads pay at the LeNet sizes only from ~0.2 ms of
+work: handing a job to the helper and back costs ~60 us on this machine (two futex wakes),
+the same as Numba's OpenMP pool under ``OMP_WAIT_POLICY=passive`` (57 us; 2 us spinning).
 
-What did not pay: the gathers as Numba loops -- serial they move ~1-2 GB/s against numpy's
-strided copies' ~20 GB/s; ``parallel=True`` ones are fast alone but Numba's OpenMP pool and
-BLAS's threads both spin-wait after their work, and alternating them (gather, GEMM, gather,
-...) on 2 cores cost a scheduler time slice per switch once torch's OpenMP was also loaded:
-20-100x slowdowns; the max-pool backward kernel is therefore serial Numba too. Splitting only
-the gathers over two Python threads gained nothing (BLAS's spinning threads hold the other
-core). A Numba max-pool forward lost to numpy's per-tap ``np.maximum`` (0.40 vs 0.10 ms), a
-reshape-and-``max`` one even more (2.7 ms: a reduction over two strided axes).
-
-Two cores (``halves``): what does pay is splitting a whole op -- gathers, GEMMs, col2im --
-into two halves of the images, one per thread (``samediff.workers``), when each GEMM is small
-enough for OpenBLAS to run it on the calling thread alone (``SPLIT_MAX_GEMM``): nothing then
-waits on another pool. LeNet shapes (batch 32, medians, same process, split vs one thread):
-input adjoint 8->16 0.47-0.51 vs 0.69-0.71 ms and 1->8 0.40-0.45 vs 0.51-0.57; forward and
-weight adjoint 8->16 0.39-0.43 vs 0.41-0.50; the 1->8 forward does not gain (0.32-0.35 vs
-0.23-0.26: its one copy per half is the whole op). W7 step (through ``fit``): 4.0-4.8 ->
-3.4-3.8 ms. Halves that run many small Python-level steps (the per-tap route: 25 taps of
-~8 numpy calls) lose instead (0.93 -> 3.96 ms), each waiting for the other's GIL: that route
-stays on one thread. Two halves calling multi-threaded GEMMs (the 64-channel conv) fight
-over OpenBLAS's pool (1.1-2x slower), and OpenBLAS's thread count is process-wide (its
-``_local`` setter is not, in numpy's 0.3.31 build), so those stay on one thread as well.
+What did not pay: the per-tap route split over two threads (25 taps of ~8 numpy calls, each
+half waiting for the other's GIL: 0.93 -> 3.96 ms); two halves each calling numpy's
+multi-threaded GEMM (they fight over OpenBLAS's one pool: 1.1-2x slower -- hence the private
+BLAS); ``parallel=True`` gathers next to BLAS threads that spin (20-100x slowdowns with
+torch's OpenMP also loaded); a Numba max-pool forward (numpy's per-tap ``np.maximum`` is
+0.10 ms at (32, 8, 24, 24), Numba 0.40).
 
 ``cf`` says channels first (NCHW: spatial axes 2, 3) or last (NHWC: axes 1, 2); weights are
 always HWIO here (``[kH, kW, iC, oC]``; the ops convert OIHW). Geometry of one spatial axis:
@@ -80,75 +53,13 @@ import numba
 import numpy as np
 
 from .. import workers
+from . import cnn_im2col as I
 from . import cnn_winograd as W
 
 Pair = tuple[int, int]
 
 # Serial on purpose (see the module docstring: thread pools that spin).
 _njit = numba.njit(cache=True, nogil=True)
-
-
-# --- im2col gathers (channels first) ------------------------------------------------------------
-# ``cols[k, b * L + r * OW + ow]`` with ``k = (i * kW + j) * C + c`` and ``L = rows * OW`` is
-# the input that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c`` (zero
-# in the padding): the HWIO weights reshaped to ``[kH*kW*C, O]`` are the other GEMM operand
-# as they are, and a chunk of several images is one wide GEMM.
-
-def _im2col_cf(x, cols, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
-    """``cols[k, b, r, ow]`` (as [kk, nb * rows, OW]), ``k = (i * kW + j) * C + c``: the input
-    that output ``(n0 + b, r0 + r, ow)`` reads at tap ``(i, j)`` in channel ``c``, zero in the
-    padding. One numpy copy from a strided 6-D window view ``[kH, kW, C, nb, rows, OW]`` of
-    the input -- or, when the windows reach into the padding, of a zero-bordered copy of the
-    rows they read (a slab at most the chunk's input plus its halo). One call per chunk: the
-    per-tap copies it replaces cost ~8 us of Python each, most of a LeNet-sized conv."""
-    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
-    c_n, h, w = x.shape[1], x.shape[2], x.shape[3]
-    top, left = r0 * sh - ph, -pw  # first input row / column the chunk's windows read
-    bottom = (r0 + rows - 1) * sh - ph + (kh - 1) * dh + 1  # one past the last
-    right = (ow_n - 1) * sw - pw + (kw - 1) * dw + 1
-    if top >= 0 and left >= 0 and bottom <= h and right <= w:
-        src = x[n0:n0 + nb, :, top:bottom, left:right]
-    else:
-        src = _kept_scratch(x.dtype).view("slab", (nb, c_n, bottom - top, right - left))
-        src.fill(0)
-        y0, y1, x0, x1 = max(top, 0), min(bottom, h), max(left, 0), min(right, w)
-        if y1 > y0 and x1 > x0:
-            src[:, :, y0 - top:y1 - top, x0 - left:x1 - left] = x[n0:n0 + nb, :, y0:y1, x0:x1]
-    st = src.strides
-    windows = np.lib.stride_tricks.as_strided(
-        src, shape=(kh, kw, c_n, nb, rows, ow_n),
-        strides=(dh * st[2], dw * st[3], st[1], st[0], sh * st[2], sw * st[3]), writeable=False)
-    np.copyto(cols.reshape(kh, kw, c_n, nb, rows, ow_n), windows)
-
-
-def _col2im_cf(cols, dx, nb, n0, r0, kh, kw, sh, sw, ph, pw, dh, dw):
-    """``dx`` += the adjoint of ``_im2col_cf``: one compiled pass (``nogil``, so two halves
-    of the images run at once). The numpy form -- one strided add per tap -- cost ~5 us of
-    Python per tap plus a pass over ``dx`` each: 25 of them were most of a LeNet input
-    adjoint."""
-    rows, ow_n = cols.shape[1] // nb, cols.shape[2]
-    _col2im_kernel(cols.reshape(kh, kw, dx.shape[1], nb, rows, ow_n), dx, n0, r0, sh, sw, ph,
-                   pw, dh, dw)
-
-
-@_njit
-def _col2im_kernel(cols, dx, n0, r0, sh, sw, ph, pw, dh, dw):
-    kh, kw, c_n, nb, rows, ow_n = cols.shape
-    h, w = dx.shape[2], dx.shape[3]
-    for i in range(kh):
-        for j in range(kw):
-            off = j * dw - pw  # input column of output column o: o * sw + off
-            lo = 0 if off >= 0 else (-off + sw - 1) // sw
-            hi = min(ow_n, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
-            for c in range(c_n):
-                for b in range(nb):
-                    for r in range(rows):
-                        ih = (r0 + r) * sh - ph + i * dh
-                        if ih < 0 or ih >= h:
-                            continue
-                        src, dst = cols[i, j, c, b, r], dx[n0 + b, c, ih]
-                        for o in range(lo, hi):
-                            dst[o * sw + off] += src[o]
 
 
 @_njit
@@ -159,29 +70,35 @@ def _beats(v, best):
 
 @_njit
 def _max_pool2x2_backward_cf(x, g, dx):
-    """``_max_pool_backward_cf`` for the common 2x2 windows at stride 2 without padding,
-    written out: straight-line code whose compares compile to selects (3-4x faster than the
-    general loops over taps, whose short variable trip counts and branches LLVM keeps)."""
-    n, c_n = x.shape[0], x.shape[1]
+    """``_max_pool_backward_cf`` for the common 2x2 windows at stride 2 without padding
+    (``dx`` zeroed): windows do not overlap, so each of a window's four inputs gets ``g`` or
+    0 by a select on the winner's number -- no branch, no scattered add, and flat unsigned
+    indices (signed ones make Numba wrap negative indices, which keeps LLVM from vectorizing):
+    0.37 -> 0.05 ms at (32, 8, 24, 24) float32."""
+    n, c_n, h, w = x.shape
     oh_n, ow_n = g.shape[2], g.shape[3]
-    for b in range(n):
-        for c in range(c_n):
-            src, grad, dst = x[b, c], g[b, c], dx[b, c]
-            for oh in range(oh_n):
-                i0 = 2 * oh
-                for ow in range(ow_n):
-                    j0 = 2 * ow
-                    best, bi, bj = src[i0, j0], i0, j0
-                    v = src[i0, j0 + 1]
-                    if _beats(v, best):
-                        best, bj = v, j0 + 1
-                    v = src[i0 + 1, j0]
-                    if _beats(v, best):
-                        best, bi, bj = v, i0 + 1, j0
-                    v = src[i0 + 1, j0 + 1]
-                    if _beats(v, best):
-                        bi, bj = i0 + 1, j0 + 1
-                    dst[bi, bj] += grad[oh, ow]
+    xf, gf, df = x.reshape(-1), g.reshape(-1), dx.reshape(-1)
+    u = np.uint64
+    zero = np.zeros(1, dx.dtype)[0]
+    for plane in range(n * c_n):
+        for oh in range(oh_n):
+            top, below = u((plane * h + 2 * oh) * w), u((plane * h + 2 * oh + 1) * w)
+            row = u((plane * oh_n + oh) * ow_n)
+            for ow in range(u(ow_n)):
+                j = u(2) * ow
+                a, b, c, d = xf[top + j], xf[top + j + u(1)], xf[below + j], xf[below + j + u(1)]
+                # bitwise, not short-circuit: a branch per compare mispredicts on real data
+                take = (b > a) | ((b != b) & (a == a))
+                best, sel = (b if take else a), (1 if take else 0)
+                take = (c > best) | ((c != c) & (best == best))
+                best, sel = (c if take else best), (2 if take else sel)
+                take = (d > best) | ((d != d) & (best == best))
+                sel = 3 if take else sel
+                v = gf[row + ow]
+                df[top + j] = v if sel == 0 else zero
+                df[top + j + u(1)] = v if sel == 1 else zero
+                df[below + j] = v if sel == 2 else zero
+                df[below + j + u(1)] = v if sel == 3 else zero
 
 
 @_njit
@@ -213,41 +130,19 @@ def _max_pool_backward_cf(x, g, dx, kh, kw, sh, sw, ph, pw, dh, dw):
 
 
 
-def _chunks(images: range, oh: int, ow: int, per_pos: int, budget: int):
-    """``(n0, n1, r0, r1)`` chunks of (``images``, output rows) whose im2col buffer
-    (``per_pos`` values per output position) holds at most ``budget`` values: whole images
-    while one fits, else bands of rows of one image."""
-    img = oh * ow * per_pos
-    if img <= budget:
-        nb = max(1, budget // img)
-        for n0 in range(images.start, images.stop, nb):
-            yield n0, min(images.stop, n0 + nb), 0, oh
-    else:
-        rows = max(1, budget // (ow * per_pos))
-        rows = -(-oh // -(-oh // rows))  # even bands
-        for n0 in images:
-            for r0 in range(0, oh, rows):
-                yield n0, n0 + 1, r0, min(oh, r0 + rows)
-
-
-#: Multiply-adds below which a convolution stays on one thread (a split costs ~20-40 us).
-SPLIT_MIN_MACS = 1 << 20
-#: The largest GEMM (M * N * K) a split convolution may call: OpenBLAS runs smaller ones on
-#: the calling thread only. Two halves each calling a multi-threaded GEMM fight over the
-#: same pool (measured: 1.1-2x slower than one thread calling them in turn).
-SPLIT_MAX_GEMM = 1 << 18
+#: Multiply-adds below which a convolution stays on one thread: handing half of the work to
+#: the helper and back costs ~60 us (module docstring).
+SPLIT_MIN_MACS = 1 << 22
 
 
 #: Pooling: window reads (outputs x taps) below which a pooling op stays on one thread.
 SPLIT_MIN_POOL = 1 << 16
 
 
-def halves(n: int, work: int, gemm: int, least: int | None = None) -> list[range]:
+def halves(n: int, work: int, least: int) -> list[range]:
     """The images ``range(n)`` in two halves for ``workers.both`` -- when there are two
-    images, a second core, ``work`` of at least ``least`` (``SPLIT_MIN_MACS``) and no GEMM
-    above ``SPLIT_MAX_GEMM`` -- else whole."""
-    least = SPLIT_MIN_MACS if least is None else least
-    if n < 2 or not workers.enabled() or work < least or gemm > SPLIT_MAX_GEMM:
+    images, a second core and ``work`` of at least ``least`` -- else whole."""
+    if n < 2 or not workers.enabled() or work < least:
         return [range(n)]
     h = (n + 1) // 2
     return [range(0, h), range(h, n)]
@@ -414,17 +309,13 @@ def _gemm_taps(src, mat, dst, taps, cf, whole):
     return dst
 
 
-IM2COL_FLOOR = 1 << 18  # values: chunks below 1 MiB need not be smaller than the output
-IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache
-
-
 _NUMBA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 INPUT_GRAD_IM2COL_MAX_C = 8  # input channels up to which the input adjoint goes im2col
 
 
-def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
+def choose(cf: bool, op: str = "conv", channels: int = 0, dtype=np.float32) -> str:
     """The route of a convolution op (``"conv"``, ``"input_grad"``, ``"weight_grad"``) with
     ``channels`` input channels: ``"im2col"`` -- chunked im2col, one GEMM of depth kH*kW*C
     per image of a chunk -- or ``"taps"`` -- one GEMM of depth C (O for the input adjoint)
@@ -439,28 +330,26 @@ def choose(cf: bool, op: str = "conv", channels: int = 0) -> str:
       (with the compiled col2im and two threads: 1.4-1.8x the per-tap route at 8 channels,
       1.3-2x at 1); from 16 channels on (one thread: 0.7-0.95x at 16 and at 64) the col2im
       scatter-add costs more than the per-tap route's adds."""
-    if not cf:
+    if not cf or np.dtype(dtype) not in _NUMBA_DTYPES:
         return "taps"
     if op == "input_grad" and channels > INPUT_GRAD_IM2COL_MAX_C:
         return "taps"
     return "im2col"
 
 
-def _im2col_plan(x_shape, w_shape, geo, cf, op="conv"):
-    """None (route ``"taps"``), or the im2col route's chunks -- per half of the images when
-    the work is split over two threads (``halves``) -- and depth ``kk``. Chunks hold whole
-    images while one fits the budget, else bands of output rows of one image; the budget is
-    at most one output-sized buffer (the per-tap route's scratch) unless that is below
-    ``IM2COL_FLOOR``, and at most ``IM2COL_BUDGET``."""
-    if choose(cf, op, w_shape[2]) != "im2col":
+def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
+    """None (another route), or the im2col route's units (``cnn_im2col.units``) -- in two
+    halves, one per thread, when compiled and big enough -- and the depth ``kk``."""
+    if choose(cf, op, w_shape[2], dtype) != "im2col":
         return None
     n, oh, ow, o = x_shape[0], geo[0][2], geo[1][2], w_shape[3]
     kk = w_shape[0] * w_shape[1] * w_shape[2]
-    budget = min(IM2COL_BUDGET, max(n * oh * ow * o, ow * kk, IM2COL_FLOOR))
-    chunks = list(_chunks(range(n), oh, ow, kk, budget))
-    gemm = max((r1 - r0) * ow for _, _, r0, r1 in chunks) * kk * o  # one GEMM per image
-    parts = halves(n, n * oh * ow * kk * o, gemm)
-    return [list(_chunks(p, oh, ow, kk, budget)) for p in parts], kk
+    todo = I.units(range(n), oh, ow, kk, I.budget(n, oh, ow, o, kk))
+    if len(todo) > 1 and workers.enabled() and I.compiled() and \
+            n * oh * ow * kk * o >= SPLIT_MIN_MACS:
+        half = (len(todo) + 1) // 2
+        return [todo[:half], todo[half:]], kk
+    return [todo], kk
 
 
 def _geo_args(geo, kernel, stride, dilation):
@@ -468,64 +357,21 @@ def _geo_args(geo, kernel, stride, dilation):
             dilation[0], dilation[1])
 
 
-def _conv_im2col(x, w, out, geo, plan, stride, dilation):
+def _im2col(driver, plan, first, second, result, ow, geo_args):
+    """``cnn_im2col`` ``driver(first, second, result, units, cols, *geo)`` over the plan's
+    parts at once, each with its thread's kept buffer. ``result`` is shared (disjoint
+    writes), or None for the weight adjoint: each part then fills a ``[kk, O]`` of its own,
+    and their sum is returned."""
     parts, kk = plan
-    on_halves(parts, lambda chunks: _conv_chunks(x, w, out, geo, chunks, kk, stride, dilation))
-    return out
+    o = second.shape[1]
 
-
-def _conv_chunks(x, w, out, geo, chunks, kk, stride, dilation):
-    n, o, ow = x.shape[0], w.shape[3], geo[1][2]
-    w2t = w.reshape(kk, o).T
-    outm = out.reshape(n, o, -1)
-    args = _geo_args(geo, w.shape[:2], stride, dilation)
-    buf = _kept_scratch(out.dtype)  # per thread
-    for n0, n1, r0, r1 in chunks:
-        nb, length = n1 - n0, (r1 - r0) * ow
-        cols = buf.view("cols", (kk, nb * (r1 - r0), ow))
-        _im2col_cf(x, cols, nb, n0, r0, *args)
-        cols = cols.reshape(kk, nb * length)
-        if nb == 1:
-            np.matmul(w2t, cols, out=outm[n0, :, r0 * ow:r1 * ow])
-        else:  # one GEMM per image (batched): small ones run on one BLAS thread, which beat
-            # one wide GEMM + a transposed copy by 1.3-1.7x next to torch's threads
-            np.matmul(w2t, cols.reshape(kk, nb, length).transpose(1, 0, 2), out=outm[n0:n1])
-
-
-def _grad_im2col(g, w, dx, x, kernel, geo, plan, stride, dilation):
-    """Through the chunks of ``_conv_im2col``: ``dx`` (zeroed) += conv's input adjoint (``x``
-    None), or -> dw as [kk, O] (``w`` None). Halves of the images write disjoint parts of
-    ``dx``; their weight adjoints are summed."""
-    parts, kk = plan
-    got = on_halves(parts, lambda chunks: _grad_chunks(g, w, dx, x, kernel, geo, chunks, kk,
-                                                       stride, dilation))
-    return dx if x is None else sum(got[1:], got[0])
-
-
-def _grad_chunks(g, w, dx, x, kernel, geo, chunks, kk, stride, dilation):
-    n, o, ow = g.shape[0], g.shape[1], geo[1][2]
-    gm = g.reshape(n, o, -1)
-    args = _geo_args(geo, kernel, stride, dilation)
-    buf = _kept_scratch(g.dtype)
-    w2 = np.zeros((kk, o), g.dtype) if x is not None else w.reshape(kk, o)
-    for n0, n1, r0, r1 in chunks:
-        nb, length = n1 - n0, (r1 - r0) * ow
-        cols = buf.view("cols", (kk, nb * (r1 - r0), ow))
-        cols2 = cols.reshape(kk, nb * length)
-        if x is None:
-            if nb == 1:
-                np.matmul(w2, gm[n0, :, r0 * ow:r1 * ow], out=cols2)
-            else:  # batched, as the forward
-                np.matmul(w2, gm[n0:n1], out=cols2.reshape(kk, nb, length).transpose(1, 0, 2))
-            _col2im_cf(cols, dx, nb, n0, r0, *args)
-            continue
-        _im2col_cf(x, cols, nb, n0, r0, *args)
-        if nb == 1:
-            w2 += cols2 @ gm[n0, :, r0 * ow:r1 * ow].T
-        else:  # batched, as the forward (beat one GEMM of depth nb * L: 1.2-1.9x)
-            w2 += np.matmul(cols2.reshape(kk, nb, length).transpose(1, 0, 2),
-                            gm[n0:n1].transpose(0, 2, 1)).sum(0)
-    return dx if x is None else w2
+    def work(part):
+        buf = _kept_scratch(first.dtype).view("cols", (I.largest(part, ow, kk),))
+        into = np.empty((kk, o), first.dtype) if result is None else result
+        I.run(driver, first, second, into, part, buf, *geo_args)
+        return into
+    got = on_halves(parts, work)
+    return result if result is not None else sum(got[1:], got[0])
 
 
 def _winograd(x, w, out, before):
@@ -534,7 +380,7 @@ def _winograd(x, w, out, before):
     bands' scratch (two threads' worth) stays within one output-sized buffer."""
     n, c, o = x.shape[0], w.shape[2], w.shape[3]
     oh, ow = out.shape[2], out.shape[3]
-    todo = W.units(n, oh, ow, c, o, min(IM2COL_BUDGET, out.size // 2))
+    todo = W.units(n, oh, ow, c, o, min(I.IM2COL_BUDGET, out.size // 2))
     u = W.filter_transform(w)
     parts = [todo]
     if len(todo) > 1 and workers.enabled() and out.size * c * 9 >= SPLIT_MIN_MACS:
@@ -559,10 +405,11 @@ def conv(x, w, stride, padding, dilation, cf):
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype):
         return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]))
-    plan = _im2col_plan(x.shape, w.shape, geo, cf)
+    plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None:
-        return _conv_im2col(np.ascontiguousarray(x), np.ascontiguousarray(w), out, geo, plan,
-                            stride, dilation)
+        w2t = np.ascontiguousarray(w.reshape(-1, w.shape[3]).T)
+        return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
+                       _geo_args(geo, w.shape[:2], stride, dilation))
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
     return _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
 
@@ -582,11 +429,11 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
         flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
         return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
                          (2 - geo[0][0], 2 - geo[1][0]))
-    plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad")
+    plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad", dtype)
     if plan is not None:
-        return _grad_im2col(np.ascontiguousarray(g), np.ascontiguousarray(w),
-                            np.zeros(xshape, dtype), None, w.shape[:2], geo, plan, stride,
-                            dilation)
+        w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
+        return _im2col(I.input_grad, plan, np.ascontiguousarray(g), w2, np.zeros(xshape, dtype),
+                       geo[1][2], _geo_args(geo, w.shape[:2], stride, dilation))
     taps = [(i, j, xi, gi) for i, j, gi, xi in _taps(hw, geo, w.shape[:2], stride, dilation, cf)]
     dx = np.empty(xshape, dtype)
     return _gemm_taps(g, lambda i, j: w[i, j].T, dx, taps, cf, tuple(stride) == (1, 1))
@@ -598,12 +445,12 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     geo = geometry(hw, kernel, stride, padding, dilation)
     dtype = np.result_type(x, g)
     c, o = (x.shape[1], g.shape[1]) if cf else (x.shape[3], g.shape[3])
-    plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad")
+    plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad", dtype)
     if plan is not None:
         x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
-        w2 = _grad_im2col(np.ascontiguousarray(g), None, None, np.ascontiguousarray(x), kernel,
-                          geo, plan, stride, dilation)
-        return w2.reshape(kernel[0], kernel[1], c, o)
+        dw2 = _im2col(I.weight_grad, plan, np.ascontiguousarray(x), np.ascontiguousarray(g),
+                      None, geo[1][2], _geo_args(geo, kernel, stride, dilation))
+        return dw2.reshape(kernel[0], kernel[1], c, o)
     dw = np.zeros((kernel[0], kernel[1], c, o), dtype)
     scratch, gs = _Scratch(dtype), _Scratch(dtype)
     for i, j, oi, ii in _taps(hw, geo, kernel, stride, dilation, cf):
@@ -626,22 +473,21 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf):
 
 
 def _pool_halves(out, kernel, work) -> None:
-    """``work(images)`` over two halves of the batch at once when it is big enough."""
-    on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], 0, SPLIT_MIN_POOL), work)
+    """``work(images)`` over two halves of the batch at once when it is big enough (the
+    compiled max-pool adjoint: 0.17 vs 0.21 ms at (32, 8, 24, 24))."""
+    on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], SPLIT_MIN_POOL), work)
 
 
 def max_pool(x, kernel, stride, padding, dilation, cf):
-    """Max over the taps that lie inside the image (padding never wins)."""
+    """Max over the taps that lie inside the image (padding never wins). One thread: numpy's
+    per-tap ``np.maximum`` calls are short, and two halves of them ran slower than one (0.12
+    vs 0.10 ms at (32, 8, 24, 24), the GIL between calls)."""
     _, shape, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)
     out = np.empty(shape, x.dtype)
-
-    def work(p: range) -> None:
-        dst, src = out[p.start:p.stop], x[p.start:p.stop]
-        dst.fill(-np.inf)
-        for _, _, oi, ii in taps:
-            region = dst[oi]
-            np.maximum(region, src[ii], out=region)
-    _pool_halves(out, kernel, work)
+    out.fill(-np.inf)
+    for _, _, oi, ii in taps:
+        region = out[oi]
+        np.maximum(region, x[ii], out=region)
     return out
 
 
