@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import numba
 import numpy as np
@@ -57,17 +58,25 @@ def _load() -> str:
     return ""
 
 
-_WHY_NOT = _load()
-
-
-def available() -> bool:
-    """Whether compiled kernels may call ``gemm`` (the private BLAS is loaded)."""
-    return not _WHY_NOT
+_WHY_NOT: str | None = None  # None: not tried yet (loading costs ~13 ms: at first use)
+_LOADING = threading.Lock()
 
 
 def why_not() -> str:
-    """Why ``available()`` is False ('' when it is True)."""
+    """Why ``available()`` is False ('' when it is True); the first call loads the library."""
+    global _WHY_NOT
+    if _WHY_NOT is None:
+        with _LOADING:
+            if _WHY_NOT is None:
+                _WHY_NOT = _load()
     return _WHY_NOT
+
+
+def available() -> bool:
+    """Whether compiled kernels may call ``gemm`` (the private BLAS is loaded). Every path
+    into a compiled kernel that calls ``gemm`` asks this first: the library must be loaded
+    before such a kernel is linked (from Numba's cache too)."""
+    return not why_not()
 
 
 def _signature(real):
