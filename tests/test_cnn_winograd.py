@@ -70,6 +70,17 @@ def test_forward_and_input_adjoint_match_the_references(monkeypatch, shape, o, p
     np.testing.assert_allclose(dx, dx_ref, rtol=0, atol=rtol * np.abs(dx_ref).max())
 
 
+@pytest.mark.parametrize("shape, kernel, o", [((2, 16, 7, 6), (3, 3), 16),  # Winograd
+                                              ((2, 3, 7, 6), (3, 2), 5)])  # im2col
+def test_bias_is_written_with_the_product(shape, kernel, o):
+    rng = np.random.default_rng(7)
+    x, w, b = (rng.standard_normal(shape), rng.standard_normal(kernel + (shape[1], o)),
+               rng.standard_normal(o))
+    want = conv2d_ref(x, w, b, padding=(1, 1), **ATTRS)
+    got = K.conv(x, w, (1, 1), (1, 1), (1, 1), True, b)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
 @needs_blas
 def test_adjoint_identity_in_float64():
     """<conv(x), g> == <x, conv_input_grad(g)>: the two Winograd calls are exact adjoints."""

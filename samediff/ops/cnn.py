@@ -194,6 +194,9 @@ def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, wei
     guard(x, w, b)
     cf = _cf(data_format)
     cax = 1 if cf else 3
+    if groups == 1:  # the kernels write the bias with the product
+        return K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation, cf,
+                      None if b is None else np.asarray(b))
     y = _grouped(lambda xg, wg: K.conv(xg, wg, stride, padding, dilation, cf), groups, cax,
                  (np.asarray(x), cax), (_hwio(w, weights_format), 3))
     return add_bias(y, b, cf)

@@ -124,14 +124,20 @@ def col2im(cols, dxi, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw):
                             xf[d0 + t * u(sw)] += cf[s0 + t]
 
 
-def _forward(x, w2t, out, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
+def _forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
+    """``bias`` (``[O]``, or empty for none) is written first and the GEMM adds onto it:
+    no second pass over the output."""
     o, ow, kk = out.shape[1], out.shape[3], w2t.shape[1]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]
         length = (r1 - r0) * ow
         cols = buf[:kk * length].reshape((kk, length))
         gather(x[n], cols, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw)
-        blas.gemm(w2t, cols, out[n].reshape((o, -1))[:, r0 * ow:r1 * ow], 0.0)
+        dst = out[n].reshape((o, -1))[:, r0 * ow:r1 * ow]
+        if bias.size:
+            for q in range(o):
+                dst[q] = bias[q]
+        blas.gemm(w2t, cols, dst, 1.0 if bias.size else 0.0)
 
 
 def _input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):

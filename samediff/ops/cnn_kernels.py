@@ -357,8 +357,8 @@ def _geo_args(geo, kernel, stride, dilation):
             dilation[0], dilation[1])
 
 
-def _im2col(driver, plan, first, second, result, ow, geo_args):
-    """``cnn_im2col`` ``driver(first, second, result, units, cols, *geo)`` over the plan's
+def _im2col(driver, plan, first, second, result, ow, tail):
+    """``cnn_im2col`` ``driver(first, second, result, units, cols, *tail)`` over the plan's
     parts at once, each with its thread's kept buffer. ``result`` is shared (disjoint
     writes), or None for the weight adjoint: each part then fills a ``[kk, O]`` of its own,
     and their sum is returned."""
@@ -368,13 +368,13 @@ def _im2col(driver, plan, first, second, result, ow, geo_args):
     def work(part):
         buf = _kept_scratch(first.dtype).view("cols", (I.largest(part, ow, kk),))
         into = np.empty((kk, o), first.dtype) if result is None else result
-        I.run(driver, first, second, into, part, buf, *geo_args)
+        I.run(driver, first, second, into, part, buf, *tail)
         return into
     got = on_halves(parts, work)
     return result if result is not None else sum(got[1:], got[0])
 
 
-def _winograd(x, w, out, before):
+def _winograd(x, w, out, before, bias):
     """``out`` = ``x`` (*) ``w`` (3x3, stride 1, NCHW) by ``cnn_winograd``: bands of tile
     rows, split over two threads, each band's transforms and GEMMs in one compiled call. The
     bands' scratch (two threads' worth) stays within one output-sized buffer."""
@@ -390,28 +390,33 @@ def _winograd(x, w, out, before):
         nv, nm = W.scratch_size(part, ow, c, o)
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
-              buf.view("wino_m", (nm,)))
+              buf.view("wino_m", (nm,)), bias)
     on_halves(parts, work)
     return out
 
 
-def conv(x, w, stride, padding, dilation, cf):
-    """``x`` (*) ``w`` [kH, kW, C, O], by the route ``choose`` picks."""
+def conv(x, w, stride, padding, dilation, cf, bias=None):
+    """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels), by the route
+    ``choose`` picks; the compiled routes write the bias with the product."""
     geo = geometry(spatial(x.shape, cf), w.shape[:2], stride, padding, dilation)
     dtype = np.result_type(x, w)
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if x.shape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
+    b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype):
-        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]))
+        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b)
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None:
         w2t = np.ascontiguousarray(w.reshape(-1, w.shape[3]).T)
         return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
-                       _geo_args(geo, w.shape[:2], stride, dilation))
+                       (b, *_geo_args(geo, w.shape[:2], stride, dilation)))
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
-    return _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
+    out = _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
+    if b.size:
+        out += b.reshape(-1, 1, 1) if cf else b
+    return out
 
 
 def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
@@ -428,7 +433,7 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
         # the full correlation of g with the flipped kernel, channels swapped
         flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
         return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
-                         (2 - geo[0][0], 2 - geo[1][0]))
+                         (2 - geo[0][0], 2 - geo[1][0]), np.zeros(0, dtype))
     plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad", dtype)
     if plan is not None:
         w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))

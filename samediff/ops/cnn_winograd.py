@@ -89,10 +89,11 @@ def scratch_size(todo: np.ndarray, ow: int, c_in: int, c_out: int) -> tuple[int,
 
 
 @_njit
-def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf):
+def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias):
     """``out[b]`` (rows of the units' tile rows) = the 3x3 correlation of ``x[b]`` (zero
     outside; ``pad_t``/``pad_l`` rows/columns of padding before, any sign) with the
-    transformed weights ``u``, for every unit ``(b, ty0, ty1)`` of ``todo``."""
+    transformed weights ``u``, plus ``bias`` (``[O]``, or empty for none), for every unit
+    ``(b, ty0, ty1)`` of ``todo``."""
     c, o = x.shape[1], out.shape[1]
     tw = (out.shape[3] + 3) // 4
     k = np.array([2, 4, 5, 8], x.dtype)  # the transforms' multiples, in the data's dtype
@@ -108,7 +109,7 @@ def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf):
         _input_transform(x[b], v, p, q, k, pad_t, pad_l, ty0, ty1, tw)
         for xi in range(36):
             blas.gemm(u[xi], v[xi], m[xi], 0.0)
-        _output_transform(m, out[b], r, y, k, ty0, ty1, tw)
+        _output_transform(m, out[b], r, y, k, ty0, ty1, tw, bias)
 
 
 @numba.njit(nogil=True, inline="always")
@@ -162,9 +163,9 @@ def _input_transform(xb, v, p, q, k, pad_t, pad_l, ty0, ty1, tw):
 
 
 @_njit
-def _output_transform(m, ob, r, y, k, ty0, ty1, tw):
-    """``ob[o]`` rows of tile rows ``[ty0, ty1)`` = ``A^T M A`` of each tile, cropped to the
-    output."""
+def _output_transform(m, ob, r, y, k, ty0, ty1, tw, bias):
+    """``ob[o]`` rows of tile rows ``[ty0, ty1)`` = ``A^T M A`` of each tile (+ ``bias[o]``),
+    cropped to the output."""
     o_n, oh, ow = ob.shape
     for o in range(o_n):
         for ty in range(ty0, ty1):
@@ -183,4 +184,7 @@ def _output_transform(m, ob, r, y, k, ty0, ty1, tw):
                     y[i, 4 * tx], y[i, 4 * tx + 1], y[i, 4 * tx + 2], y[i, 4 * tx + 3] = (
                         y0, y1, y2, y3)
             for i in range(min(4, oh - 4 * ty)):
-                ob[o, 4 * ty + i, :] = y[i, :ow]
+                if bias.size:
+                    ob[o, 4 * ty + i, :] = y[i, :ow] + bias[o]
+                else:
+                    ob[o, 4 * ty + i, :] = y[i, :ow]
