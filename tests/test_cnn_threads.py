@@ -130,3 +130,17 @@ def test_nested_and_concurrent_callers_run_every_job_once():
     for t in threads:
         t.join()
     assert sorted(hits) == sorted(f"t{k}{h}{i}" for k in range(4) for h in "ab" for i in "12")
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (1, 2, 4, 4), (3, 1, 7, 2)])
+def test_2x2_max_pool_adjoint_zeroes_what_no_window_covers(shape):
+    """The 2x2 stride-2 adjoint writes every covered input and zeroes only the odd last
+    row/column: fill the allocator with garbage first so a missed zero would show."""
+    for _ in range(3):
+        np.full(int(np.prod(shape)), 7.0)  # freed buffers of the same size, not zero
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape)
+    kw = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), data_format="NCHW")
+    g = rng.standard_normal(K.max_pool(x, (2, 2), (2, 2), (0, 0), (1, 1), True).shape)
+    dx = K.max_pool_grad(x, g, (2, 2), (2, 2), (0, 0), (1, 1), True)
+    np.testing.assert_array_equal(dx, max_pooling2d_grad_ref(x, g, **kw))
