@@ -124,7 +124,7 @@ def col2im(cols, dxi, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw):
                             xf[d0 + t * u(sw)] += cf[s0 + t]
 
 
-def _forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
+def forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
     """``bias`` (``[O]``, or empty for none) is written first and the GEMM adds onto it:
     no second pass over the output."""
     o, ow, kk = out.shape[1], out.shape[3], w2t.shape[1]
@@ -140,7 +140,7 @@ def _forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
         blas.gemm(w2t, cols, dst, 1.0 if bias.size else 0.0)
 
 
-def _input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
+def input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
     o, ow, kk = g.shape[1], g.shape[3], w2.shape[0]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]
@@ -150,7 +150,7 @@ def _input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
         col2im(cols, dx[n], r0, r1, kh, kw, sh, sw, ph, pw, dh, dw)
 
 
-def _weight_grad(x, g, dw2, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
+def weight_grad(x, g, dw2, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
     o, ow, kk = g.shape[1], g.shape[3], dw2.shape[0]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]
@@ -163,7 +163,7 @@ def _weight_grad(x, g, dw2, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
         dw2[:] = 0
 
 
-_COMPILED = {f: _njit(f) for f in (_forward, _input_grad, _weight_grad)}
+_COMPILED = {f: _njit(f) for f in (forward, input_grad, weight_grad)}
 
 
 def compiled() -> bool:
@@ -173,8 +173,6 @@ def compiled() -> bool:
 
 
 def run(driver, *args) -> None:
-    """``driver`` (``_forward``, ``_input_grad``, ``_weight_grad``) over its units."""
+    """``driver`` (``forward``, ``input_grad``, ``weight_grad``) over its units."""
     (_COMPILED[driver] if compiled() else driver)(*args)
 
-
-forward, input_grad, weight_grad = _forward, _input_grad, _weight_grad

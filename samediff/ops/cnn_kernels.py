@@ -348,11 +348,17 @@ def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
     n, oh, ow, o = x_shape[0], geo[0][2], geo[1][2], w_shape[3]
     kk = w_shape[0] * w_shape[1] * w_shape[2]
     todo = I.units(range(n), oh, ow, kk, I.budget(n, oh, ow, o, kk))
-    if len(todo) > 1 and workers.enabled() and I.compiled() and \
-            n * oh * ow * kk * o >= SPLIT_MIN_MACS:
-        half = (len(todo) + 1) // 2
-        return [todo[:half], todo[half:]], kk
-    return [todo], kk
+    # Python-run drivers (no private BLAS) would only trade the GIL: one thread then
+    return _unit_halves(todo, n * oh * ow * kk * o if I.compiled() else 0), kk
+
+
+def _unit_halves(todo: np.ndarray, macs: int) -> list[np.ndarray]:
+    """The units of a compiled convolution in two halves, one per thread, when a second
+    thread pays for its hand-off (``SPLIT_MIN_MACS``); else all of them in one."""
+    if len(todo) < 2 or not workers.enabled() or macs < SPLIT_MIN_MACS:
+        return [todo]
+    half = (len(todo) + 1) // 2
+    return [todo[:half], todo[half:]]
 
 
 def _geo_args(geo, kernel, stride, dilation):
@@ -385,9 +391,7 @@ def _winograd(x, w, out, before, bias):
     oh, ow = out.shape[2], out.shape[3]
     todo = W.units(n, oh, ow, c, o, min(I.IM2COL_BUDGET, out.size // 2))
     u = W.filter_transform(w)
-    parts = [todo]
-    if len(todo) > 1 and workers.enabled() and out.size * c * 9 >= SPLIT_MIN_MACS:
-        parts = [todo[:(len(todo) + 1) // 2], todo[(len(todo) + 1) // 2:]]
+    parts = _unit_halves(todo, out.size * c * 9)
 
     def work(part):
         nv, nm = W.scratch_size(part, ow, c, o)
