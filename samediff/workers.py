@@ -9,6 +9,25 @@ piece (see ``ops/cnn_kernels.py``). Work split into two halves of whole images, 
 running everything it needs on its own thread, has no such hand-off. numpy, BLAS and
 ``nogil`` Numba functions release the GIL, so the halves do run at once.
 
+The hand-off spins instead of sleeping: a kernel half takes 20-500 us, and waking a thread
+that sleeps in the kernel took 40-60 us on this machine's VM each way (``both`` of two 80 us
+halves: 146 us with a queue, 85 us spinning). So the helper polls for its next job, without
+the GIL, for ``ND4PY_WORKER_SPIN_US`` microseconds (default 1000) after each job before it
+sleeps, and the caller polls for the helper's half the same way (``samediff.spin``). A
+training step posts its next job well within that, so the helper never sleeps mid-step; the
+price is up to one millisecond of one core after the last job. ``ND4PY_WORKER_SPIN_US=0``
+sleeps at once, as OpenMP's passive wait policy does.
+
+The GIL is the other sleep: a helper that sees its job while the caller still runs Python
+(preparing its own half) blocks on the GIL and, on this machine, wakes ~14 us after the GIL
+is free. ``both(first, second, gated=True)`` avoids it: ``first`` receives a ``go`` token and
+hands it to its nogil kernel, which calls ``spin.announce(go)`` once it runs without the GIL;
+only then does the helper take the GIL for ``second`` (a LeNet conv split in two: the
+helper's half began 31 us in, after the caller's whole half; gated, it begins at once). The
+helper's "done" is likewise published from native code after it let go of the GIL. Either
+side falls asleep only after its poll runs out, saying so with a fenced flag the other side
+reads after its own fenced store, so no wake-up is lost.
+
 The helper takes one job at a time: a second caller (another user thread, or a job that
 itself calls ``both``) finds it busy and runs both halves itself, in order -- same results,
 no deadlock. ``ND4PY_WORKERS=1`` turns the helper off (every ``both`` then runs serially).
@@ -23,32 +42,101 @@ After ``os.fork`` the child starts a helper of its own on first use.
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from typing import Callable
 
-__all__ = ["both", "enabled"]
+import numpy as np
+
+from . import spin
+
+__all__ = ["both", "enabled", "NO_GO"]
 
 _ENABLED = os.environ.get("ND4PY_WORKERS", "") != "1" and (os.cpu_count() or 1) > 1
+#: how long either side polls before it sleeps (see the module docstring)
+SPIN_US = float(os.environ.get("ND4PY_WORKER_SPIN_US", "1000") or 0)
+#: slots of the flag array, a cache line apart: the job ticket the helper may start; the
+#: last ticket it finished; the helper asleep; the caller asleep; a slot that stays 0
+_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP, _ZERO = 0, 8, 16, 24, 32
+
+#: the ``go`` token of a kernel that runs unsplit: ``spin.announce`` writes a dummy slot
+NO_GO = (np.zeros(1, np.int64), 0, 0)
 
 
 class _Helper:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.busy = threading.Lock()  # held by the caller whose job the helper runs
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.done: queue.SimpleQueue = queue.SimpleQueue()
+        self.flags = np.zeros(40, np.int64)
+        self.wake = threading.Condition(threading.Lock())
+        self.spins = int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
+        self.ticket = 0
+        self.job: Callable[[], None] | None = None
+        self.failure: BaseException | None = None
         threading.Thread(target=self._loop, name="nd4py-worker", daemon=True).start()
 
+    def _sleep_until(self, slot: int, value: int, asleep: int) -> None:
+        """Sleep until ``flags[slot] == value``; ``flags[asleep]`` (fenced) tells the other
+        side to notify."""
+        spin.publish(self.flags, asleep, 1)
+        with self.wake:
+            while self.flags[slot] != value:
+                self.wake.wait(0.05)
+        self.flags[asleep] = 0
+
+    def _notify(self) -> None:
+        with self.wake:
+            self.wake.notify_all()
+
+    # -- the helper's side
     def _loop(self) -> None:
+        done = 0
         while True:
-            job = self.jobs.get()
+            if not spin.spin_until(self.flags, _GO, done + 1, self.spins):
+                self._sleep_until(_GO, done + 1, _HELPER_ASLEEP)
+            job, self.job = self.job, None
             try:
-                job()
+                job()  # type: ignore[misc]
             except BaseException as exc:  # handed to the caller, raised there
-                self.done.put(exc)
+                self.failure = exc
+            done += 1
+            # "done" goes out after the GIL is let go, then poll for the next ticket
+            if spin.publish_then_spin(self.flags, _DONE, done, _GO, done + 1,
+                                      _CALLER_ASLEEP, self.spins) == 2:
+                self._notify()
+
+    # -- the caller's side
+    def run(self, first: Callable, second: Callable[[], None], gated: bool) -> None:
+        self.ticket = ticket = self.ticket + 1
+        self.job = second
+        # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
+        later = gated and not self.flags[_HELPER_ASLEEP]
+        if not later:  # the helper may start now (and wait for the GIL while ``first`` runs)
+            self._go(ticket)
+        try:
+            if gated:
+                first((self.flags, _GO, ticket) if later else NO_GO)
             else:
-                self.done.put(None)
+                first()
+        finally:
+            self._join(ticket)
+            failure, self.failure = self.failure, None
+        if failure is not None:
+            raise failure
+
+    def _go(self, ticket: int) -> None:
+        spin.publish(self.flags, _GO, ticket)
+        if self.flags[_HELPER_ASLEEP]:
+            self._notify()
+
+    def _join(self, ticket: int) -> None:
+        """Release the helper (if ``first`` did not announce), then poll for its half."""
+        got = spin.publish_then_spin(self.flags, _GO, ticket, _DONE, ticket, _HELPER_ASLEEP,
+                                     self.spins)
+        if got == 2:  # the helper went to sleep before the go: wake it
+            self._notify()
+            got = spin.spin_until(self.flags, _DONE, ticket, self.spins)
+        if not got:
+            self._sleep_until(_DONE, ticket, _CALLER_ASLEEP)
 
 
 _helper: _Helper | None = None
@@ -68,22 +156,21 @@ def _get() -> _Helper:
         return _helper
 
 
-def both(first: Callable[[], None], second: Callable[[], None]) -> None:
+def both(first: Callable, second: Callable[[], None], *, gated: bool = False) -> None:
     """Run ``first()`` here and ``second()`` on the helper thread; return when both are done.
     An exception from either is raised here (``first``'s if both fail), after both finished.
-    Serial (``first`` then ``second``) when the helper is disabled or busy."""
+    Serial (``first`` then ``second``) when the helper is disabled or busy.
+
+    ``gated``: ``first`` is called as ``first(go)`` and should hand ``go`` to the nogil
+    kernel that does its work, which calls ``spin.announce(go)`` once it runs without the
+    GIL; the helper starts ``second`` then (or when ``first`` returns, at the latest). When
+    run serially, ``first`` gets ``NO_GO``."""
     helper = _get() if _ENABLED else None
     if helper is None or not helper.busy.acquire(blocking=False):
-        first()
+        first(NO_GO) if gated else first()
         second()
         return
     try:
-        helper.jobs.put(second)
-        try:
-            first()
-        finally:
-            failure = helper.done.get()
+        helper.run(first, second, gated)
     finally:
         helper.busy.release()
-    if failure is not None:
-        raise failure

@@ -36,9 +36,9 @@ def always_split(monkeypatch):
     calls = []
     real = workers.both
 
-    def counting(first, second):
+    def counting(first, second, **kw):
         calls.append(1)
-        real(first, second)
+        real(first, second, **kw)
     monkeypatch.setattr(workers, "both", counting)
     return calls
 

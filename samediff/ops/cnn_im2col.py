@@ -23,7 +23,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .. import blas
+from .. import blas, spin
 
 IM2COL_FLOOR = 1 << 18  # values: chunks below 1 MiB need not be smaller than the output
 IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache
@@ -124,9 +124,11 @@ def col2im(cols, dxi, r0, r1, kh, kw, sh, sw, ph, pw, dh, dw):
                             xf[d0 + t * u(sw)] += cf[s0 + t]
 
 
-def forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
+def forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw, go):
     """``bias`` (``[O]``, or empty for none) is written first and the GEMM adds onto it:
-    no second pass over the output."""
+    no second pass over the output. ``go``: ``workers.both``'s token, announced at once (all
+    three drivers)."""
+    spin.announce(go)
     o, ow, kk = out.shape[1], out.shape[3], w2t.shape[1]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]
@@ -140,7 +142,8 @@ def forward(x, w2t, out, todo, buf, bias, kh, kw, sh, sw, ph, pw, dh, dw):
         blas.gemm(w2t, cols, dst, 1.0 if bias.size else 0.0)
 
 
-def input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
+def input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw, go):
+    spin.announce(go)
     o, ow, kk = g.shape[1], g.shape[3], w2.shape[0]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]
@@ -150,7 +153,8 @@ def input_grad(g, w2, dx, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
         col2im(cols, dx[n], r0, r1, kh, kw, sh, sw, ph, pw, dh, dw)
 
 
-def weight_grad(x, g, dw2, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw):
+def weight_grad(x, g, dw2, todo, buf, kh, kw, sh, sw, ph, pw, dh, dw, go):
+    spin.announce(go)
     o, ow, kk = g.shape[1], g.shape[3], dw2.shape[0]
     for unit in range(todo.shape[0]):
         n, r0, r1 = todo[unit, 0], todo[unit, 1], todo[unit, 2]

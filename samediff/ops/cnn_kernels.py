@@ -30,9 +30,12 @@ forward Winograd 7.7-9.7 ms; compiled im2col 11.5 (its numpy form -- strided cop
 numpy's multi-threaded GEMMs -- 14.6), weight adjoint 12.6 (15.6), stride 2 3.5 (6.4);
 torch 2.13 eager 8.5-12.4 for the forward. LeNet shapes (batch 32; one thread): 1->8 5x5
 on 28x28 forward 0.17 ms, 8->16 5x5 on 12x12 0.32, its input adjoint 0.30 (the numpy forms:
-0.25-0.29, 0.39-0.47, 0.5-0.8). Two threads pay at the LeNet sizes only from ~0.2 ms of
-work: handing a job to the helper and back costs ~60 us on this machine (two futex wakes),
-the same as Numba's OpenMP pool under ``OMP_WAIT_POLICY=passive`` (57 us; 2 us spinning).
+0.25-0.29, 0.39-0.47, 0.5-0.8). Split over two threads (``samediff.workers``: a spinning,
+gated hand-off of ~4 us) the same LeNet kernels take 0.58-0.65x their one-thread time (the
+2x2 max-pool adjoint 0.60x); at batch 8 0.75-0.94x, at batch 2-4 1-3.5x (the halves are
+shorter than the Python around them, so each waits on the other's GIL): hence the
+``SPLIT_MIN_*`` floors. With the old queue hand-off (two futex wakes, ~60 us here) W7 gained
+nothing from the second core.
 
 What did not pay: the per-tap route split over two threads (25 taps of ~8 numpy calls, each
 half waiting for the other's GIL: 0.93 -> 3.96 ms); two halves each calling numpy's
@@ -52,7 +55,7 @@ import threading
 import numba
 import numpy as np
 
-from .. import workers
+from .. import spin, workers
 from . import cnn_im2col as I
 from . import cnn_winograd as W
 
@@ -69,12 +72,13 @@ def _beats(v, best):
 
 
 @_njit
-def _max_pool2x2_backward_cf(x, g, dx):
+def _max_pool2x2_backward_cf(x, g, dx, go):
     """``_max_pool_backward_cf`` for the common 2x2 windows at stride 2 without padding
     (``dx`` zeroed): windows do not overlap, so each of a window's four inputs gets ``g`` or
     0 by a select on the winner's number -- no branch, no scattered add, and flat unsigned
     indices (signed ones make Numba wrap negative indices): 0.37 -> 0.09 ms at (32, 8, 24,
-    24) float32, one thread."""
+    24) float32, one thread. ``go``: ``workers.both``'s token, announced at once."""
+    spin.announce(go)
     n, c_n, h, w = x.shape
     oh_n, ow_n = g.shape[2], g.shape[3]
     xf, gf, df = x.reshape(-1), g.reshape(-1), dx.reshape(-1)
@@ -104,10 +108,11 @@ def _max_pool2x2_backward_cf(x, g, dx):
 
 
 @_njit
-def _max_pool_backward_cf(x, g, dx, kh, kw, sh, sw, ph, pw, dh, dw):
+def _max_pool_backward_cf(x, g, dx, kh, kw, sh, sw, ph, pw, dh, dw, go):
     """``dx`` (zeroed) += each window's ``g`` at the tap that wins it (the first in row-major
     order holding the maximum; NaN wins, as in ``np.maximum``): the winner search and the
     routing in one pass, no index array (one plane per task: no races)."""
+    spin.announce(go)
     n, c_n, h, w = x.shape
     oh_n, ow_n = g.shape[2], g.shape[3]
     for b in range(n):
@@ -132,14 +137,15 @@ def _max_pool_backward_cf(x, g, dx, kh, kw, sh, sw, ph, pw, dh, dw):
 
 
 
-#: Multiply-adds below which a convolution stays on one thread: handing half of the work to
-#: the helper and back costs ~60 us (module docstring).
-SPLIT_MIN_MACS = 1 << 22
+#: Multiply-adds below which a convolution stays on one thread (module docstring: the LeNet
+#: convolutions at batch 8, ~0.9-1.6 M, gain 0.75-0.94x split; at batch 4, ~0.8 M, 1.07x).
+SPLIT_MIN_MACS = 1 << 20
 
 
 #: Pooling: window reads (outputs x taps) below which a pooling op stays on one thread (the
-#: 2x2 adjoint at 147 Ki reads: 0.11 ms on one thread, 0.125 split).
-SPLIT_MIN_POOL = 1 << 20
+#: 2x2 adjoint of (n, 8, 24, 24): 0.60x split at n = 32 (147 Ki reads), 0.82x at 8 (37 Ki),
+#: 1.0x at 4).
+SPLIT_MIN_POOL = 1 << 15
 
 
 def halves(n: int, work: int, least: int) -> list[range]:
@@ -151,15 +157,16 @@ def halves(n: int, work: int, least: int) -> list[range]:
     return [range(0, h), range(h, n)]
 
 
-def on_halves(parts: list[range], work) -> list:
-    """``[work(part) for part in parts]``, the two halves at once (``workers.both``)."""
+def on_halves(parts: list, work) -> list:
+    """``[work(part, go) for part in parts]``, the two halves at once (``workers.both``,
+    gated: ``work`` hands ``go`` to its nogil kernel, which announces it)."""
     if len(parts) == 1:
-        return [work(parts[0])]
+        return [work(parts[0], workers.NO_GO)]
     got: list = [None, None]
 
-    def job(k: int) -> None:
-        got[k] = work(parts[k])
-    workers.both(lambda: job(0), lambda: job(1))
+    def job(k: int, go) -> None:
+        got[k] = work(parts[k], go)
+    workers.both(lambda go: job(0, go), lambda: job(1, workers.NO_GO), gated=True)
     return got
 
 
@@ -374,10 +381,10 @@ def _im2col(driver, plan, first, second, result, ow, tail):
     parts, kk = plan
     o = second.shape[1]
 
-    def work(part):
+    def work(part, go):
         buf = _kept_scratch(first.dtype).view("cols", (I.largest(part, ow, kk),))
         into = np.empty((kk, o), first.dtype) if result is None else result
-        I.run(driver, first, second, into, part, buf, *tail)
+        I.run(driver, first, second, into, part, buf, *tail, go)
         return into
     got = on_halves(parts, work)
     return result if result is not None else sum(got[1:], got[0])
@@ -393,11 +400,11 @@ def _winograd(x, w, out, before, bias):
     u = W.filter_transform(w)
     parts = _unit_halves(todo, out.size * c * 9)
 
-    def work(part):
+    def work(part, go):
         nv, nm = W.scratch_size(part, ow, c, o)
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
-              buf.view("wino_m", (nm,)), bias)
+              buf.view("wino_m", (nm,)), bias, go)
     on_halves(parts, work)
     return out
 
@@ -485,7 +492,7 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf):
 
 
 def _pool_halves(out, kernel, work) -> None:
-    """``work(images)`` over two halves of the batch at once when it is big enough."""
+    """``work(images, go)`` over two halves of the batch at once when it is big enough."""
     on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], SPLIT_MIN_POOL), work)
 
 
@@ -518,13 +525,14 @@ def max_pool_grad(x, g, kernel, stride, padding, dilation, cf):
             dx = np.zeros(x.shape, dtype)
         x, g = np.ascontiguousarray(x), np.ascontiguousarray(g, dtype)
 
-        def work(p: range) -> None:  # nogil kernels: the halves run at once
+        def work(p: range, go) -> None:  # nogil kernels: the halves run at once
             a, b = p.start, p.stop
             if two_by_two:
-                _max_pool2x2_backward_cf(x[a:b], g[a:b], dx[a:b])
+                _max_pool2x2_backward_cf(x[a:b], g[a:b], dx[a:b], go)
             else:
                 _max_pool_backward_cf(x[a:b], g[a:b], dx[a:b], kernel[0], kernel[1], stride[0],
-                                      stride[1], geo[0][0], geo[1][0], dilation[0], dilation[1])
+                                      stride[1], geo[0][0], geo[1][0], dilation[0], dilation[1],
+                                      go)
         _pool_halves(g, kernel, work)
         return dx
     out = max_pool(x, kernel, stride, padding, dilation, cf)

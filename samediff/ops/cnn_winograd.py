@@ -29,7 +29,7 @@ import os
 import numba
 import numpy as np
 
-from .. import blas
+from .. import blas, spin
 
 #: Input channels (of the convolution) and output channels below which im2col stays
 #: cheaper: the GEMMs' depth is the input channels.
@@ -89,11 +89,12 @@ def scratch_size(todo: np.ndarray, ow: int, c_in: int, c_out: int) -> tuple[int,
 
 
 @_njit
-def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias):
+def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias, go):
     """``out[b]`` (rows of the units' tile rows) = the 3x3 correlation of ``x[b]`` (zero
     outside; ``pad_t``/``pad_l`` rows/columns of padding before, any sign) with the
     transformed weights ``u``, plus ``bias`` (``[O]``, or empty for none), for every unit
-    ``(b, ty0, ty1)`` of ``todo``."""
+    ``(b, ty0, ty1)`` of ``todo``; ``go``: ``workers.both``'s token, announced at once."""
+    spin.announce(go)
     c, o = x.shape[1], out.shape[1]
     tw = (out.shape[3] + 3) // 4
     k = np.array([2, 4, 5, 8], x.dtype)  # the transforms' multiples, in the data's dtype
