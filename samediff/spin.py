@@ -1,5 +1,7 @@
 """Native spin-waiting for the worker hand-off (``samediff.workers``): a thread polls a flag
-in a shared int64 array without the GIL, with the CPU's spin-loop hint between reads.
+in a shared int64 array without the GIL, with the CPU's spin-loop hint between reads and, every ``YIELD_EVERY`` reads, an offer of
+the core to any other thread that wants it (a spinning helper otherwise held OpenMP's second
+thread off its core: a parallel kernel right after a split convolution ran 7.0 -> 8.9 ms).
 
 Why not a lock or a queue: waking a thread that sleeps in the kernel costs 40-60 us on a
 virtual machine (the idle vCPU halts and the host has to wake it), which is as long as the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import sys
 import time
 
 import numba
@@ -63,12 +66,30 @@ def _store_seq_cst(typingctx, array, index, value):  # type: ignore[no-untyped-d
     return types.void(array, index, value), codegen
 
 
+if sys.platform == "win32":
+    @numba.njit(nogil=True, inline="always")
+    def _yield_cpu() -> None:
+        pass
+else:
+    _sched_yield = types.ExternalFunction("sched_yield", types.int32())
+
+    @numba.njit(nogil=True, inline="always")
+    def _yield_cpu() -> None:
+        _sched_yield()
+
+
 @numba.njit(nogil=True, cache=True)
-def spin_until(flags: np.ndarray, index: int, value: int, spins: int) -> bool:
-    for _ in range(spins):
+def spin_until(flags: np.ndarray, index: int, value: int, spins: int,
+               yield_every: int = 0) -> bool:
+    """Poll ``spins`` times for ``flags[index] == value``; every ``yield_every`` polls (0:
+    never) offer the core to a thread that wants it (``sched_yield``, ~0.5 us)."""
+    for k in range(spins):
         if _load_acquire(flags, index) == value:
             return True
-        _spin_hint()
+        if yield_every and k % yield_every == yield_every - 1:
+            _yield_cpu()  # a thread waiting for this core (OpenMP's, BLAS's) runs now
+        else:
+            _spin_hint()
     return _load_acquire(flags, index) == value
 
 
@@ -87,7 +108,8 @@ def announce(go: tuple) -> None:
 
 @numba.njit(nogil=True, cache=True)
 def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int,
-                      wait_value: int, stop_index: int, spins: int) -> int:
+                      wait_value: int, stop_index: int, spins: int,
+                      yield_every: int = 0) -> int:
     """Store ``flags[index] = value`` with the GIL already released (so the thread polling
     for it does not wake up into a GIL that this thread still holds), then poll for
     ``flags[wait_index] == wait_value``: 1 when it came, 0 after ``spins`` polls, 2 at once
@@ -96,7 +118,7 @@ def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int
     _store_seq_cst(flags, index, value)
     if _load_acquire(flags, stop_index) != 0:
         return 2
-    return 1 if spin_until(flags, wait_index, wait_value, spins) else 0
+    return 1 if spin_until(flags, wait_index, wait_value, spins, yield_every) else 0
 
 
 @functools.lru_cache(maxsize=None)
