@@ -91,7 +91,32 @@ def test_split_max_pool_matches_reference(always_split, kernel, stride, pad):
     g = rng.standard_normal(y.shape)
     dx = K.max_pool_grad(x, g, kernel, stride, pad, (1, 1), True)
     np.testing.assert_allclose(dx, max_pooling2d_grad_ref(x, g, **kw), rtol=1e-12)
-    assert len(always_split) == 1  # the adjoint; the forward's numpy calls stay on one thread
+    # the 2x2 forward is compiled and splits too; other windows' numpy calls stay on one thread
+    assert len(always_split) == (2 if kernel == (2, 2) else 1)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (3, 2, 4, 4), (1, 1, 3, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_2x2_max_pool_forward_nan_inf_and_odd_edges(always_split, monkeypatch, shape, dtype):
+    """The compiled 2x2 forward against numpy's windowed max: a NaN anywhere in a window
+    makes it NaN, -inf/inf are ordinary values, an odd last row/column belongs to no window;
+    split and one-thread runs agree bit for bit."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, max(1, flat.size // 7), replace=False)] = np.nan
+    flat[rng.choice(flat.size, max(1, flat.size // 9), replace=False)] = -np.inf
+    flat[rng.choice(flat.size, max(1, flat.size // 11), replace=False)] = np.inf
+    n, c, h, w = shape
+    oh, ow = h // 2, w // 2
+    want = x[:, :, :2 * oh, :2 * ow].reshape(n, c, oh, 2, ow, 2).max(axis=(3, 5))
+    got = K.max_pool(x, (2, 2), (2, 2), (0, 0), (1, 1), True)
+    assert got.dtype == dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, _serial(monkeypatch, lambda: K.max_pool(
+        x, (2, 2), (2, 2), (0, 0), (1, 1), True)))
+    if n > 1:
+        assert always_split
 
 
 def test_both_runs_both_and_raises_either_error():
