@@ -61,7 +61,7 @@ def _to_hwio(w, wfmt):
 # --- conv2d and its adjoints ----------------------------------------------------------------------
 
 def conv2d_ref(x, w, b=None, *, stride, padding, dilation, groups, data_format,
-               weights_format):
+               weights_format, activation="none"):
     x, w = _to_nchw(x, data_format), _to_hwio(w, weights_format)
     n, o = x.shape[0], w.shape[3]
     plan, (oh, ow) = _plan(x.shape[2:], w.shape[:2], stride, padding, dilation)
@@ -77,6 +77,8 @@ def conv2d_ref(x, w, b=None, *, stride, padding, dilation, groups, data_format,
             y[b_, q, r, s] = math.fsum(t)
         if b is not None:
             y[b_, q] += b[q]
+    if activation == "relu":
+        y = np.where(y > 0, y, 0.0)
     return _from_nchw(y, data_format)
 
 
@@ -201,11 +203,12 @@ def cnn_samples(S) -> dict:
         (u(1, 4, 4, 3), u(3, 1, 2, 2), {"groups": 3, "padding": 1, **_NHWC,  # depthwise
                                         "weights_format": "OIHW"}, (1, 5, 5, 3)),
     ]
-    SAMPLES["conv2d"] = [
-        S([u(2, 3, 5, 5), u(3, 3, 3, 2), u(2)], {}, conv2d_ref),
+    SAMPLES["conv2d"] = [  # (4 rows at most: cases 3 and 4 run through the adjoints below)
+        S([u(2, 3, 5, 5), u(3, 3, 3, 2), u(2)], {"activation": "relu"}, conv2d_ref),  # epilogue
         S([*_CONV_CASES[1][:2], u(2)], _CONV_CASES[1][2], conv2d_ref),  # NHWC bias
-        *(S([x, w], a, conv2d_ref) for x, w, a, _ in (_CONV_CASES[2], _CONV_CASES[5])),
-    ]  # (at most 4 rows per op: cases 3 and 4 run through the adjoints below)
+        S(list(_CONV_CASES[2][:2]), _CONV_CASES[2][2], conv2d_ref),
+        S(list(_CONV_CASES[5][:2]), {**_CONV_CASES[5][2], "activation": "relu"}, conv2d_ref),
+    ]
     SAMPLES["conv2d_input_grad"] = [S([u(*out), w, x], a, conv2d_input_grad_ref)
                                     for x, w, a, out in (_CONV_CASES[k] for k in (1, 2, 4, 5))]
     SAMPLES["conv2d_weight_grad"] = [S([x, u(*out), w], a, conv2d_weight_grad_ref)

@@ -262,3 +262,44 @@ def test_max_pool_gradient_goes_to_the_first_maximum_and_nan_wins(k, s, p):
     got = nd.cnn.max_pooling2d_grad(nd.create(x), nd.create(g), kernel=k, stride=s,
                                     padding=p).numpy()
     np.testing.assert_array_equal(got, _max_pool_grad_reference(x, g, k, s, p))
+
+
+@pytest.mark.compiled
+def test_compiled_plans_fold_a_relu_into_the_conv_before_it():
+    """``relu(conv2d(...))`` becomes one conv2d with the relu epilogue -- bit for bit the
+    eager values -- unless something else reads the convolution's own result."""
+    x = nd.create(RNG.standard_normal((4, 3, 9, 9)).astype(np.float32))
+    w = nd.create(RNG.standard_normal((3, 3, 3, 16)).astype(np.float32))
+    b = nd.create(RNG.standard_normal(16).astype(np.float32))
+    with nd.graph_scope() as folded:
+        y = nd.cnn.conv2d(x, w, b, padding=1).relu() * 2.0
+    assert "library: conv2d + relu" in folded.plan.explain(), folded.plan.explain()
+    want = nd.cnn.conv2d(x, w, b, padding=1).relu() * 2.0
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+    with nd.graph_scope() as kept:  # the pre-activation is an output too: nothing to fold
+        c = nd.cnn.conv2d(x, w, b, padding=1)
+        r = c.relu()
+    assert "+ relu" not in kept.plan.explain()
+    np.testing.assert_array_equal(r.numpy(), np.maximum(c.numpy(), 0))
+
+
+@pytest.mark.compiled
+def test_training_plan_folds_relu_and_matches_the_interpreter():
+    """In a training step the relu's gradient reads the relu's output, so the pre-activation
+    is read by nobody else and the relu folds; gradients equal the interpreter's."""
+    sd = _lenet()
+    feeds = {"x": RNG.standard_normal((3, 1, 12, 12))}
+    from samediff.training import Sgd, TrainingConfig
+    sd.setTrainingConfig(TrainingConfig(updater=Sgd(0.0), feature_mapping=["x"]))
+    sd.fit((feeds["x"],), epochs=1, batch_size=3, verbose=0)
+    step = sd._train_step_cache[2]
+    assert any("conv2d + relu" in p.explain() for p in step._plans.values())
+    from samediff import compiler
+    grads = sd.calculate_gradients(feeds, "w1", "b1")
+    previous = compiler.set_executor("interpreter")
+    try:
+        ref = sd.calculate_gradients(feeds, "w1", "b1")
+    finally:
+        compiler.set_executor(previous)
+    for k in ref:
+        np.testing.assert_allclose(grads[k], ref[k], rtol=1e-12, atol=1e-12)

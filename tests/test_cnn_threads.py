@@ -169,3 +169,31 @@ def test_2x2_max_pool_adjoint_zeroes_what_no_window_covers(shape):
     g = rng.standard_normal(K.max_pool(x, (2, 2), (2, 2), (0, 0), (1, 1), True).shape)
     dx = K.max_pool_grad(x, g, (2, 2), (2, 2), (0, 0), (1, 1), True)
     np.testing.assert_array_equal(dx, max_pooling2d_grad_ref(x, g, **kw))
+
+
+@pytest.mark.parametrize("shape, w_shape, cf, pad", [
+    ((4, 16, 9, 10), (3, 3, 16, 16), True, (1, 1)),   # Winograd
+    ((4, 3, 9, 10), (3, 3, 3, 5), True, (1, 1)),      # im2col, compiled
+    ((4, 9, 10, 3), (3, 3, 3, 5), False, (0, 1)),     # NHWC: per tap
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_epilogue_equals_relu_after_every_route(always_split, monkeypatch, shape, w_shape,
+                                                     cf, pad, dtype):
+    """``conv(..., relu=True)`` is ``np.maximum(conv(...), 0)`` bit for bit (NaN kept), on
+    every route, split or not, in bands or whole images."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(dtype)
+    x.reshape(-1)[5] = np.nan  # a NaN output must stay NaN through the epilogue
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[3]).astype(dtype)
+    for budget in (None, 4 * w_shape[0] * w_shape[1] * w_shape[2] * shape[3]):
+        with monkeypatch.context() as m:
+            if budget:  # bands of a few rows per unit (GEMMs of other sizes: other roundings)
+                m.setattr(I, "IM2COL_FLOOR", 1)
+                m.setattr(I, "IM2COL_BUDGET", budget)
+            want = np.maximum(K.conv(x, w, (1, 1), pad, (1, 1), cf, b), 0)
+            assert np.isnan(want).any() and (want == 0).any()
+            got = K.conv(x, w, (1, 1), pad, (1, 1), cf, b, relu=True)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(_serial(monkeypatch, lambda: K.conv(
+                x, w, (1, 1), pad, (1, 1), cf, b, relu=True)), want)

@@ -1,5 +1,6 @@
-"""Graph passes run before grouping: common-subexpression elimination and constant folding.
-(Dead code is never planned: plans start from the nodes the outputs need.)
+"""Graph passes run before grouping: common-subexpression elimination, constant folding, and
+folding an activation into the library op before it. (Dead code is never planned: plans
+start from the nodes the outputs need.)
 
 * **CSE**: two nodes with the same op, the same (interned, so identity-comparable) attribute
   record and the same inputs compute the same value; the later one is dropped and its outputs
@@ -67,6 +68,38 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
                 continue
         out.nodes.append(node)
     return out
+
+
+#: library ops that can apply an activation to their result in the same pass, and the
+#: attribute that names it (its other values are the activations it takes)
+EPILOGUE_ATTR = {"conv2d": "activation"}
+
+
+def fold_epilogues(nodes: Sequence[Any], outputs: Sequence[Any]) -> list:
+    """``relu(conv2d(...))`` -> ``conv2d(..., activation="relu")`` when nothing else reads
+    the convolution's own result: the kernel applies the relu while each slab of output is
+    in cache, and one pass over the activation and one array are saved. The fused node
+    writes the relu's output slot; the bit-for-bit same values (``max(v, 0)`` of the same
+    ``v``)."""
+    producers = {o: n for n in nodes for o in n.outputs}
+    readers: dict[Any, int] = {}
+    for n in nodes:
+        for i in n.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    kept, fused = set(outputs), {}
+    for n in nodes:
+        if n.op.name != "relu" or n.attrs.cutoff != 0.0:
+            continue
+        src = n.inputs[0]
+        p = producers.get(src)
+        attr = EPILOGUE_ATTR.get(p.op.name) if p is not None else None
+        if attr is None or getattr(p.attrs, attr) != "none" or readers[src] != 1 \
+                or src in kept or id(p) in fused:
+            continue
+        attrs = p.op.make_attrs({**vars(p.attrs), attr: "relu"})
+        fused[id(p)] = replace(p, attrs=attrs, outputs=(n.outputs[0],) + p.outputs[1:])
+        fused[id(n)] = None
+    return [fused.get(id(n), n) for n in nodes if fused.get(id(n), n) is not None]
 
 
 def protect_outputs(values: Sequence[Any], shared: Sequence[bool]) -> list[Any]:

@@ -24,7 +24,7 @@ from ..errors import NdError
 from ..ops import TensorType
 from ..ops.families import reduce_shape
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
-from .passes import protect_outputs, simplify
+from .passes import EPILOGUE_ATTR, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
@@ -505,6 +505,7 @@ class CompiledPlan:
         simple = simplify(needed, types if exact_shapes else None)
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
         self._results = [simple.resolve(s) for s in output_slots]
+        simple.nodes = fold_epilogues(simple.nodes, self._results)
         read = {i for n in simple.nodes for i in n.inputs} | set(self._results)
         self.constants = {k: v for k, v in simple.constants.items() if k in read}
         self._inputs_set = set(self.input_slots)
@@ -618,5 +619,6 @@ class CompiledPlan:
                 state = "fused" if s.kernels is not None else f"FALLBACK ({s.reason})"
                 lines.append(f"  kernel [{state}]: {s.describe()}")
             else:
-                lines.append(f"  library: {s.op.name}")
+                act = getattr(s.attrs, EPILOGUE_ATTR.get(s.op.name, ""), "none")
+                lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else ""))
         return "\n".join(lines)

@@ -45,6 +45,9 @@ PADDING = padding(2)
 CONV2D = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),
           "groups": (Attr.INT, 1), "data_format": (choice("NCHW", "NHWC"), "NCHW"),
           "weights_format": (choice("HWIO", "OIHW"), "HWIO")}
+#: conv2d's own: a ``"relu"`` epilogue, applied in the kernels while the output is in cache
+#: (ONNX's FusedConv, oneDNN's post-ops); plans fold ``relu(conv2d(...))`` into it
+CONV2D_OP = {**CONV2D, "activation": (choice("none", "relu"), "none")}
 CONV1D = {"stride": (window(1), 1), "padding": (padding(1), 0),
           "dilation": (window(1), 1), "groups": (Attr.INT, 1),
           "data_format": (choice("NCW", "NWC"), "NCW"),
@@ -190,16 +193,19 @@ def _grouped(fn, groups: int, join: int, *splits: tuple[np.ndarray, int]) -> np.
     return np.concatenate([fn(*p) for p in parts], axis=join)
 
 
-def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format):
+def _conv2d(x, w, b=None, *, stride, padding, dilation, groups, data_format, weights_format,
+            activation="none"):
     guard(x, w, b)
     cf = _cf(data_format)
     cax = 1 if cf else 3
-    if groups == 1:  # the kernels write the bias with the product
+    relu = activation == "relu"
+    if groups == 1:  # the kernels write the bias and the relu with the product
         return K.conv(np.asarray(x), _hwio(w, weights_format), stride, padding, dilation, cf,
-                      None if b is None else np.asarray(b))
+                      None if b is None else np.asarray(b), relu)
     y = _grouped(lambda xg, wg: K.conv(xg, wg, stride, padding, dilation, cf), groups, cax,
                  (np.asarray(x), cax), (_hwio(w, weights_format), 3))
-    return add_bias(y, b, cf)
+    y = add_bias(y, b, cf)
+    return np.maximum(y, 0, out=y) if relu else y
 
 
 def _conv2d_input_grad(g, w, like, *, stride, padding, dilation, groups, data_format,
@@ -236,6 +242,8 @@ def channel_dims(fmt: str) -> tuple[int, ...]:
 
 def _conv2d_grad(ins, outs, gs, a):
     x, w, g, kw = ins[0], ins[1], gs[0], _attrs(a)
+    if kw.pop("activation") == "relu":  # through the epilogue first (y > 0 iff pre-relu > 0)
+        g = op.where(outs[0] > 0.0, g, 0.0)
     grads = [op.conv2d_input_grad(g, w, x, **kw), op.conv2d_weight_grad(x, g, w, **kw)]
     if len(ins) == 3:
         grads.append(op.sum(g, dims=channel_dims(a.data_format)))
@@ -243,11 +251,13 @@ def _conv2d_grad(ins, outs, gs, a):
 
 
 _GROUP = {"namespace": "cnn", "method": False}
-define("conv2d", ["x", "w", "b?"], _conv_infer("conv2d"), _conv2d, attrs=CONV2D,
+define("conv2d", ["x", "w", "b?"], _conv_infer("conv2d"), _conv2d, attrs=CONV2D_OP,
        grad=_conv2d_grad, **_GROUP,
        doc="2-D convolution (cross-correlation, as ND4J/PyTorch) of ``x`` with ``w`` plus the "
            "optional 1-D bias ``b``. Layouts: ``data_format`` NCHW|NHWC, ``weights_format`` "
-           "HWIO ([kH, kW, iC, oC], ND4J) | OIHW (PyTorch/ONNX).")
+           "HWIO ([kH, kW, iC, oC], ND4J) | OIHW (PyTorch/ONNX). ``activation=\"relu\"`` "
+           "applies ``max(., 0)`` in the same pass (compiled plans fold a following ``relu`` "
+           "into it).")
 define("conv2d_input_grad", ["g", "w", "like"], _like_infer("conv2d_input_grad", 2, ("g", "w")),
        _conv2d_input_grad, attrs=CONV2D, **_GROUP,
        grad=lambda ins, outs, gs, a: [op.conv2d(gs[0], ins[1], **_attrs(a)),

@@ -52,9 +52,11 @@ _ALIASES = {"YXIO": "HWIO", "OIYX": "OIHW"}
 
 
 def choice(*options: str) -> AttrKind:
-    """One of the layout names ``options`` (any case; ND4J's weight-format names accepted)."""
+    """One of the names ``options`` (any case): layout names are upper case (ND4J's
+    weight-format names accepted), other names (``"relu"``) lower case."""
     def coerce(v: Any) -> str:
-        s = Attr.STR.coerce(v).upper()
+        s = Attr.STR.coerce(v)
+        s = s.upper() if options[0].isupper() else s.lower()
         s = _ALIASES.get(s, s)
         if s not in options:
             raise ValueError(f"expected one of {options}, got {v!r}")

@@ -417,7 +417,7 @@ def _im2col(driver, plan, first, second, result, ow, tail):
     return result if result is not None else sum(got[1:], got[0])
 
 
-def _winograd(x, w, out, before, bias):
+def _winograd(x, w, out, before, bias, relu=False):
     """``out`` = ``x`` (*) ``w`` (3x3, stride 1, NCHW) by ``cnn_winograd``: bands of tile
     rows, split over two threads, each band's transforms and GEMMs in one compiled call. The
     bands' scratch (two threads' worth) stays within one output-sized buffer."""
@@ -431,14 +431,15 @@ def _winograd(x, w, out, before, bias):
         nv, nm = W.scratch_size(part, ow, c, o)
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
-              buf.view("wino_m", (nm,)), bias, go)
+              buf.view("wino_m", (nm,)), bias, relu, go)
     on_halves(parts, work)
     return out
 
 
-def conv(x, w, stride, padding, dilation, cf, bias=None):
-    """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels), by the route
-    ``choose`` picks; the compiled routes write the bias with the product."""
+def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
+    """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels, then ``max(., 0)``
+    if ``relu``), by the route ``choose`` picks; the compiled routes write the bias and the
+    relu with the product, while it is in cache."""
     geo = geometry(spatial(x.shape, cf), w.shape[:2], stride, padding, dilation)
     dtype = np.result_type(x, w)
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
@@ -447,16 +448,18 @@ def conv(x, w, stride, padding, dilation, cf, bias=None):
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype):
-        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b)
+        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None:
         w2t = np.ascontiguousarray(w.reshape(-1, w.shape[3]).T)
         return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
-                       (b, *_geo_args(geo, w.shape[:2], stride, dilation)))
+                       (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
     out = _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
     if b.size:
         out += b.reshape(-1, 1, 1) if cf else b
+    if relu:
+        np.maximum(out, 0, out=out)
     return out
 
 

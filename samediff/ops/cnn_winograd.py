@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from .. import blas, spin
+from .cnn_im2col import relu_span
 
 #: Input channels (of the convolution) and output channels below which im2col stays
 #: cheaper: the GEMMs' depth is the input channels.
@@ -89,11 +90,12 @@ def scratch_size(todo: np.ndarray, ow: int, c_in: int, c_out: int) -> tuple[int,
 
 
 @_njit
-def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias, go):
+def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias, relu, go):
     """``out[b]`` (rows of the units' tile rows) = the 3x3 correlation of ``x[b]`` (zero
     outside; ``pad_t``/``pad_l`` rows/columns of padding before, any sign) with the
-    transformed weights ``u``, plus ``bias`` (``[O]``, or empty for none), for every unit
-    ``(b, ty0, ty1)`` of ``todo``; ``go``: ``workers.both``'s token, announced at once."""
+    transformed weights ``u``, plus ``bias`` (``[O]``, or empty for none), then ``max(., 0)``
+    if ``relu``, for every unit ``(b, ty0, ty1)`` of ``todo``; ``go``: ``workers.both``'s
+    token, announced at once."""
     spin.announce(go)
     c, o = x.shape[1], out.shape[1]
     tw = (out.shape[3] + 3) // 4
@@ -110,7 +112,7 @@ def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias, go):
         _input_transform(x[b], v, p, q, k, pad_t, pad_l, ty0, ty1, tw)
         for xi in range(36):
             blas.gemm(u[xi], v[xi], m[xi], 0.0)
-        _output_transform(m, out[b], r, y, k, ty0, ty1, tw, bias)
+        _output_transform(m, out[b], r, y, k, ty0, ty1, tw, bias, relu)
 
 
 @numba.njit(nogil=True, inline="always")
@@ -164,10 +166,11 @@ def _input_transform(xb, v, p, q, k, pad_t, pad_l, ty0, ty1, tw):
 
 
 @_njit
-def _output_transform(m, ob, r, y, k, ty0, ty1, tw, bias):
-    """``ob[o]`` rows of tile rows ``[ty0, ty1)`` = ``A^T M A`` of each tile (+ ``bias[o]``),
-    cropped to the output."""
+def _output_transform(m, ob, r, y, k, ty0, ty1, tw, bias, relu):
+    """``ob[o]`` rows of tile rows ``[ty0, ty1)`` = ``A^T M A`` of each tile (+ ``bias[o]``,
+    then ``max(., 0)`` if ``relu``), cropped to the output."""
     o_n, oh, ow = ob.shape
+    flat, zero = ob.reshape(-1), np.zeros(1, ob.dtype)[0]
     for o in range(o_n):
         for ty in range(ty0, ty1):
             t0 = (ty - ty0) * tw
@@ -184,8 +187,11 @@ def _output_transform(m, ob, r, y, k, ty0, ty1, tw, bias):
                                          ri[5, tx], k)
                     y[i, 4 * tx], y[i, 4 * tx + 1], y[i, 4 * tx + 2], y[i, 4 * tx + 3] = (
                         y0, y1, y2, y3)
-            for i in range(min(4, oh - 4 * ty)):
+            rows = min(4, oh - 4 * ty)
+            for i in range(rows):
                 if bias.size:
                     ob[o, 4 * ty + i, :] = y[i, :ow] + bias[o]
                 else:
                     ob[o, 4 * ty + i, :] = y[i, :ow]
+            if relu:
+                relu_span(flat, (o * oh + 4 * ty) * ow, rows * ow, zero)

@@ -113,7 +113,10 @@ unary_grad("softplus", lambda x, y, g, a: g * x.sigmoid())
 unary_grad("log_sigmoid", lambda x, y, g, a: g * (-x).sigmoid())
 unary_grad("swish", _swish)
 unary_grad("softsign", lambda x, y, g, a: g / (1.0 + x.abs()).square())
-unary_grad("relu", lambda x, y, g, a: op.where(x > a.cutoff, g, 0.0))
+# from y when cutoff >= 0 (y > cutoff iff x > cutoff there): the backward then needs only the
+# output, so the input can be freed -- and a plan can fold the relu into the conv before it
+unary_grad("relu", lambda x, y, g, a: op.where((y if a.cutoff >= 0.0 else x) > a.cutoff,
+                                               g, 0.0))
 unary_grad("relu6", lambda x, y, g, a: op.where(_inside(x, 0.0, 6.0), g, 0.0))
 unary_grad("hard_tanh", lambda x, y, g, a: op.where(_inside(x, -1.0, 1.0), g, 0.0))
 # clip(0.2 x + 0.5, 0, 1) is linear for -2.5 < x < 2.5
