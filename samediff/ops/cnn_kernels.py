@@ -51,6 +51,7 @@ output ``o`` reads input ``o * s - before + t * d`` at tap ``t``.
 """
 from __future__ import annotations
 
+import math
 import threading
 
 import numba
@@ -267,7 +268,7 @@ class _Scratch:
         self.dtype, self.bufs = np.dtype(dtype), {}
 
     def view(self, role: str, shape) -> np.ndarray:
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         buf = self.bufs.get(role)
         if buf is None or buf.size < n:
             buf = self.bufs[role] = np.empty(n, self.dtype)
@@ -513,11 +514,14 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
 
 # --- pooling -------------------------------------------------------------------------------
 
-def _pool_setup(shape, kernel, stride, padding, dilation, cf):
+def _pool_setup(shape, kernel, stride, padding, dilation, cf, taps=True):
+    """(geometry, output shape, the taps -- or None when not ``taps``: the compiled kernels
+    need none, and listing them is most of a small pooling op's Python time)."""
     hw = spatial(shape, cf)
     geo = geometry(hw, kernel, stride, padding, dilation)
     ch = shape[1] if cf else shape[3]
-    return geo, out_shape(shape, geo, ch, cf), _taps(hw, geo, kernel, stride, dilation, cf)
+    return geo, out_shape(shape, geo, ch, cf), (
+        _taps(hw, geo, kernel, stride, dilation, cf) if taps else None)
 
 
 
@@ -538,7 +542,7 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
     stride 2 (float32/64): one compiled pass, the batch in two halves. Otherwise numpy's
     per-tap ``np.maximum``, on one thread: its calls are short, and two halves of them ran
     slower than one (0.12 vs 0.10 ms at (32, 8, 24, 24), the GIL between calls)."""
-    geo, shape, taps = _pool_setup(x.shape, kernel, stride, padding, dilation, cf)
+    geo, shape, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, cf, taps=False)
     if cf and x.dtype in _NUMBA_DTYPES and _two_by_two(kernel, stride, dilation, geo):
         x, out = np.ascontiguousarray(x), np.empty(shape, x.dtype)
 
@@ -546,6 +550,7 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
             _max_pool2x2_cf(x[p.start:p.stop], out[p.start:p.stop], go)
         _pool_halves(out, kernel, work)
         return out
+    taps = _taps(spatial(x.shape, cf), geo, kernel, stride, dilation, cf)
     out = np.empty(shape, x.dtype)
     out.fill(-np.inf)
     for _, _, oi, ii in taps:
@@ -558,7 +563,7 @@ def max_pool_grad(x, g, kernel, stride, padding, dilation, cf):
     """``g`` routed to the input that won each window (the first tap in row-major order among
     equal maxima, like PyTorch)."""
     if cf and x.dtype in _NUMBA_DTYPES:
-        geo, _, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, True)
+        geo, _, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, True, taps=False)
         two_by_two = _two_by_two(kernel, stride, dilation, geo)
         dtype = np.result_type(x, g)
         if two_by_two:  # writes every input its windows cover: zero only the rest (an odd
