@@ -49,7 +49,7 @@ import numpy as np
 
 from . import spin
 
-__all__ = ["both", "enabled", "NO_GO"]
+__all__ = ["both", "on_halves", "enabled", "NO_GO"]
 
 _ENABLED = os.environ.get("ND4PY_WORKERS", "") != "1" and (os.cpu_count() or 1) > 1
 #: how long either side polls before it sleeps (see the module docstring)
@@ -179,3 +179,21 @@ def both(first: Callable, second: Callable[[], None], *, gated: bool = False) ->
         helper.run(first, second, gated)
     finally:
         helper.busy.release()
+
+
+def on_halves(parts: list, work: Callable) -> list:
+    """``[work(part, go) for part in parts]`` for one or two parts, the two at once
+    (``both``, gated: ``work`` hands ``go`` to its nogil kernel, which announces it; a single
+    part gets ``NO_GO``).
+
+    >>> on_halves([range(0, 2), range(2, 4)], lambda part, go: sum(part))
+    [1, 5]
+    """
+    if len(parts) == 1:
+        return [work(parts[0], NO_GO)]
+    got: list = [None, None]
+
+    def job(k: int, go: tuple) -> None:
+        got[k] = work(parts[k], go)
+    both(lambda go: job(0, go), lambda: job(1, NO_GO), gated=True)
+    return got

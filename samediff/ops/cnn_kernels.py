@@ -185,19 +185,6 @@ def halves(n: int, work: int, least: int) -> list[range]:
     return [range(0, h), range(h, n)]
 
 
-def on_halves(parts: list, work) -> list:
-    """``[work(part, go) for part in parts]``, the two halves at once (``workers.both``,
-    gated: ``work`` hands ``go`` to its nogil kernel, which announces it)."""
-    if len(parts) == 1:
-        return [work(parts[0], workers.NO_GO)]
-    got: list = [None, None]
-
-    def job(k: int, go) -> None:
-        got[k] = work(parts[k], go)
-    workers.both(lambda go: job(0, go), lambda: job(1, workers.NO_GO), gated=True)
-    return got
-
-
 def axis_pads(size: int, k: int, s: int, d: int, padding: int | str) -> tuple[int, int, int]:
     """``(before, after, out)`` for one spatial axis of length ``size`` (-1 = unknown: out -1).
 
@@ -414,7 +401,7 @@ def _im2col(driver, plan, first, second, result, ow, tail):
         into = np.empty((kk, o), first.dtype) if result is None else result
         I.run(driver, first, second, into, part, buf, *tail, go)
         return into
-    got = on_halves(parts, work)
+    got = workers.on_halves(parts, work)
     return result if result is not None else sum(got[1:], got[0])
 
 
@@ -433,7 +420,7 @@ def _winograd(x, w, out, before, bias, relu=False):
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
               buf.view("wino_m", (nm,)), bias, relu, go)
-    on_halves(parts, work)
+    workers.on_halves(parts, work)
     return out
 
 
@@ -527,7 +514,8 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf, taps=True):
 
 def _pool_halves(out, kernel, work) -> None:
     """``work(images, go)`` over two halves of the batch at once when it is big enough."""
-    on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], SPLIT_MIN_POOL), work)
+    workers.on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], SPLIT_MIN_POOL),
+                      work)
 
 
 def _two_by_two(kernel, stride, dilation, geo) -> bool:

@@ -1,12 +1,15 @@
 """Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``), dot and cross.
 
-All products run through numpy's BLAS-backed ``matmul``/``tensordot``; no Python loops.
+All products run through numpy's BLAS-backed ``matmul``/``tensordot``, except 2-D float
+products big enough for a second thread, which run on the private single-threaded BLAS split
+over our helper thread (``matmul_kernels``: why). No Python loops.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .call import op
+from .matmul_kernels import matmul2d
 from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
 from .registry import TensorType, define
 
@@ -49,7 +52,9 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     if transpose_y and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
     try:
-        out = np.matmul(x, y)
+        out = matmul2d(x, y)
+        if out is None:
+            out = np.matmul(x, y)
     except ValueError:  # numpy's own message names neither shape: say which and why
         try:
             matmul_shape(*shapes, transpose_x, transpose_y)
