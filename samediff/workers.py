@@ -2,10 +2,11 @@
 persistent helper thread while the calling thread runs ``first``.
 
 Why a thread of our own and not Numba's ``parallel=True`` or a bigger BLAS call: the kernels
-that use it (convolution gathers and their small per-image GEMMs, pooling) alternate numpy
-copies, single-threaded BLAS calls and ``nogil`` Numba loops; a pool that spin-waits after
-each piece (Numba's OpenMP layer, OpenBLAS's threads) held the other core away from the next
-piece (see ``ops/cnn_kernels.py``). Work split into two halves of whole images, each half
+that use it (convolution gathers and their small per-image GEMMs, pooling, 2-D matmuls on
+the private BLAS) alternate numpy copies, single-threaded BLAS calls and ``nogil`` Numba
+loops; a pool that spin-waits after each piece (Numba's OpenMP layer, OpenBLAS's threads)
+held the other core away from the next piece (see ``ops/cnn_kernels.py``,
+``ops/matmul_kernels.py``). Work split into two halves (of images, rows, columns), each half
 running everything it needs on its own thread, has no such hand-off. numpy, BLAS and
 ``nogil`` Numba functions release the GIL, so the halves do run at once.
 

@@ -33,6 +33,7 @@ def always_split(monkeypatch):
     """Split every op that has two images, however small; count the splits."""
     monkeypatch.setattr(K, "SPLIT_MIN_MACS", 0)
     monkeypatch.setattr(K, "SPLIT_MIN_POOL", 0)
+    monkeypatch.setattr(K, "SPLIT_MIN_POOL_FORWARD", 0)
     calls = []
     real = workers.both
 

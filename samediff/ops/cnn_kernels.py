@@ -73,13 +73,29 @@ def _beats(v, best):
     return v > best or (v != v and best == best)
 
 
+@numba.njit(nogil=True, inline="always")
+def _window_rows(plane, oh, h, w, oh_n, ow_n):
+    """Flat unsigned offsets of output row ``oh`` of a 2x2 stride-2 pooling: the two input
+    rows its windows read, and the output row (``plane`` = image * channels + channel)."""
+    u = np.uint64
+    return (u((plane * h + 2 * oh) * w), u((plane * h + 2 * oh + 1) * w),
+            u((plane * oh_n + oh) * ow_n))
+
+
+@numba.njit(nogil=True, inline="always")
+def _window(xf, top, below, ow):
+    """The four inputs of window ``ow`` of the rows at ``top`` and ``below``."""
+    j = np.uint64(2) * ow
+    return xf[top + j], xf[top + j + np.uint64(1)], xf[below + j], xf[below + j + np.uint64(1)]
+
+
 @_njit
 def _max_pool2x2_cf(x, out, go):
     """The max of each 2x2 window at stride 2 (NCHW, no padding; an odd last row/column is
     no window's), NaN if the window holds one (as ``np.maximum``): selects, not branches,
     so the row loop vectorizes. (32, 8, 24, 24) float32: 0.14 ms by numpy's four per-tap
-    ``np.maximum`` calls (four passes over the output), 0.048 ms here on one thread, 0.039
-    split in two."""
+    ``np.maximum`` calls (four passes over the output), 0.026-0.048 ms here on one thread
+    (split in two only from ``SPLIT_MIN_POOL_FORWARD``: it barely gains below)."""
     spin.announce(go)
     n, c_n, h, w = x.shape
     oh_n, ow_n = out.shape[2], out.shape[3]
@@ -87,11 +103,9 @@ def _max_pool2x2_cf(x, out, go):
     u = np.uint64
     for plane in range(n * c_n):
         for oh in range(oh_n):
-            top, below = u((plane * h + 2 * oh) * w), u((plane * h + 2 * oh + 1) * w)
-            row = u((plane * oh_n + oh) * ow_n)
+            top, below, row = _window_rows(plane, oh, h, w, oh_n, ow_n)
             for ow in range(u(ow_n)):
-                j = u(2) * ow
-                a, b, c, d = xf[top + j], xf[top + j + u(1)], xf[below + j], xf[below + j + u(1)]
+                a, b, c, d = _window(xf, top, below, ow)
                 m1 = b if b > a else a
                 m2 = d if d > c else c
                 m = m2 if m2 > m1 else m1
@@ -114,11 +128,9 @@ def _max_pool2x2_backward_cf(x, g, dx, go):
     zero = np.zeros(1, dx.dtype)[0]
     for plane in range(n * c_n):
         for oh in range(oh_n):
-            top, below = u((plane * h + 2 * oh) * w), u((plane * h + 2 * oh + 1) * w)
-            row = u((plane * oh_n + oh) * ow_n)
+            top, below, row = _window_rows(plane, oh, h, w, oh_n, ow_n)
             for ow in range(u(ow_n)):
-                j = u(2) * ow
-                a, b, c, d = xf[top + j], xf[top + j + u(1)], xf[below + j], xf[below + j + u(1)]
+                a, b, c, d = _window(xf, top, below, ow)
                 # the compares as selects (branches on real data mispredict); NaN -- the
                 # first one wins -- is rare, so its branch is predicted
                 take = b > a
@@ -129,6 +141,7 @@ def _max_pool2x2_backward_cf(x, g, dx, go):
                 if (a != a) | (b != b) | (c != c) | (d != d):
                     sel = 0 if a != a else (1 if b != b else (2 if c != c else 3))
                 v = gf[row + ow]
+                j = u(2) * ow
                 df[top + j] = v if sel == 0 else zero
                 df[top + j + u(1)] = v if sel == 1 else zero
                 df[below + j] = v if sel == 2 else zero
@@ -174,6 +187,9 @@ SPLIT_MIN_MACS = 1 << 20
 #: 2x2 adjoint of (n, 8, 24, 24): 0.60x split at n = 32 (147 Ki reads), 0.82x at 8 (37 Ki),
 #: 1.0x at 4).
 SPLIT_MIN_POOL = 1 << 15
+#: The 2x2 max-pool forward reads once and writes a quarter: from 256 Ki reads (at (32, 8,
+#: 24, 24), 147 Ki: 26 us on one thread, 24.5 split; at (32, 16, 8, 8): 13 vs 19)
+SPLIT_MIN_POOL_FORWARD = 1 << 18
 
 
 def halves(n: int, work: int, least: int) -> list[range]:
@@ -512,10 +528,11 @@ def _pool_setup(shape, kernel, stride, padding, dilation, cf, taps=True):
 
 
 
-def _pool_halves(out, kernel, work) -> None:
-    """``work(images, go)`` over two halves of the batch at once when it is big enough."""
-    workers.on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], SPLIT_MIN_POOL),
-                      work)
+def _pool_halves(out, kernel, work, least: int | None = None) -> None:
+    """``work(images, go)`` over two halves of the batch at once when it reads at least
+    ``least`` (default ``SPLIT_MIN_POOL``) window values."""
+    least = SPLIT_MIN_POOL if least is None else least
+    workers.on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], least), work)
 
 
 def _two_by_two(kernel, stride, dilation, geo) -> bool:
@@ -536,7 +553,7 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
 
         def work(p: range, go) -> None:
             _max_pool2x2_cf(x[p.start:p.stop], out[p.start:p.stop], go)
-        _pool_halves(out, kernel, work)
+        _pool_halves(out, kernel, work, SPLIT_MIN_POOL_FORWARD)
         return out
     taps = _taps(spatial(x.shape, cf), geo, kernel, stride, dilation, cf)
     out = np.empty(shape, x.dtype)
