@@ -108,10 +108,13 @@ def main() -> None:
     loss_nd, _ = step.run({"x": x, "y": y}, sd._updater_state)
     err = max(float(np.max(np.abs(sd.get_variable(k).get_arr().numpy() - ref[k]))) for k in ref)
 
-    p_np = {k: v.copy() for k, v in params.items()}
-    t_numpy = median_us(lambda: numpy_step(p_np, x, y), reps)
+    # nd4py first: numpy's OpenBLAS threads spin on the second core for a long while after
+    # its calls, which slowed a step measured after them (nd4py's matmuls and kernels share
+    # that core through its own helper thread); the helper polls for at most 1 ms
     feeds = {"x": x, "y": y}
     t_step = median_us(lambda: step.run(feeds, sd._updater_state), reps)
+    p_np = {k: v.copy() for k, v in params.items()}
+    t_numpy = median_us(lambda: numpy_step(p_np, x, y), reps)
     w1, w2 = params["w1"], params["w2"]
     a = np.maximum(x @ w1, 0)
     dz = np.ones((B, C), np.float32)
