@@ -8,8 +8,8 @@ virtual machine (the idle vCPU halts and the host has to wake it), which is as l
 kernels being split; a thread that polls sees the flag within a few hundred nanoseconds.
 
 ``spin_until(flags, i, value, spins)`` returns True as soon as ``flags[i] == value``, False
-after ``spins`` polls. The reads are atomic acquire loads (so the compiler cannot hoist them
-out of the loop); ``ns_per_spin()`` says how long one poll takes on this CPU.
+after ``spins`` polls. The reads are atomic seq_cst loads (so the compiler cannot hoist them
+out of the loop, and a load after a store is ordered after it); ``ns_per_spin()`` says how long one poll takes on this CPU.
 
 >>> import numpy as np
 >>> flags = np.zeros(1, np.int64)
@@ -34,12 +34,23 @@ __all__ = ["spin_until", "publish", "announce", "publish_then_spin", "ns_per_spi
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
+def _flags_type(array, index) -> bool:
+    """The intrinsics take C-contiguous 1-D int64 arrays and an integer index only."""
+    return (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1
+            and array.layout == "C" and isinstance(index, types.Integer))
+
+
 @intrinsic
-def _load_acquire(typingctx, array, index):  # type: ignore[no-untyped-def]
-    """``array[index]`` as an atomic acquire load (int64 arrays)."""
+def _load_seq_cst(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """``array[index]`` as a sequentially consistent atomic load: the flag protocol is a
+    Dekker pattern (store mine, then load yours), which only seq_cst loads order after seq_cst
+    stores on every CPU (an acquire load may pass the store on ARM; x86 costs the same)."""
+    if not _flags_type(array, index):
+        return None
+
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        return builder.load_atomic(builder.gep(data, [args[1]]), "acquire", 8)
+        return builder.load_atomic(builder.gep(data, [args[1]]), "seq_cst", 8)
     return types.int64(array, index), codegen
 
 
@@ -59,6 +70,9 @@ def _spin_hint(typingctx):  # type: ignore[no-untyped-def]
 def _store_seq_cst(typingctx, array, index, value):  # type: ignore[no-untyped-def]
     """``array[index] = value`` as a sequentially consistent atomic store (a full fence: the
     loads after it cannot be served before it is visible)."""
+    if not (_flags_type(array, index) and isinstance(value, types.Integer)):
+        return None
+
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
         builder.store_atomic(args[2], builder.gep(data, [args[1]]), "seq_cst", 8)
@@ -79,18 +93,19 @@ else:
 
 
 @numba.njit(nogil=True, cache=True)
-def spin_until(flags: np.ndarray, index: int, value: int, spins: int,
-               yield_every: int = 0) -> bool:
-    """Poll ``spins`` times for ``flags[index] == value``; every ``yield_every`` polls (0:
-    never) offer the core to a thread that wants it (``sched_yield``, ~0.5 us)."""
+def spin_until(flags: np.ndarray, index: int, value: int, spins: int, yield_every: int = 0,
+               equal: bool = True) -> bool:
+    """Poll ``spins`` times for ``flags[index] == value`` (for ``!=`` when not ``equal``);
+    every ``yield_every`` polls (0: never) offer the core to a thread that wants it
+    (``sched_yield``, ~0.5 us). True as soon as it holds, else False."""
     for k in range(spins):
-        if _load_acquire(flags, index) == value:
+        if (_load_seq_cst(flags, index) == value) == equal:
             return True
         if yield_every and k % yield_every == yield_every - 1:
             _yield_cpu()  # a thread waiting for this core (OpenMP's, BLAS's) runs now
         else:
             _spin_hint()
-    return _load_acquire(flags, index) == value
+    return (_load_seq_cst(flags, index) == value) == equal
 
 
 @numba.njit(nogil=True, cache=True)
@@ -101,24 +116,26 @@ def publish(flags: np.ndarray, index: int, value: int) -> None:
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def announce(go: tuple) -> None:
-    """Called by a nogil kernel that got a ``go`` token (``workers.both(..., gated=True)``):
-    the caller has let go of the GIL, so the helper may take it now."""
+    """Called first thing by a nogil kernel that got a ``go`` token (``workers.both(...,
+    gated=True)``): the caller has let go of the GIL, so the helper may take it now. (A
+    kernel run as Python -- no private BLAS -- announces with the GIL held: correct, the
+    helper then waits for the GIL as it would ungated.)"""
     _store_seq_cst(go[0], go[1], go[2])
 
 
 @numba.njit(nogil=True, cache=True)
 def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int,
-                      wait_value: int, stop_index: int, spins: int,
-                      yield_every: int = 0) -> int:
+                      wait_value: int, stop_index: int, spins: int, yield_every: int = 0,
+                      equal: bool = True) -> int:
     """Store ``flags[index] = value`` with the GIL already released (so the thread polling
-    for it does not wake up into a GIL that this thread still holds), then poll for
-    ``flags[wait_index] == wait_value``: 1 when it came, 0 after ``spins`` polls, 2 at once
-    when ``flags[stop_index]`` is nonzero (the other side has gone to sleep and needs a
-    notification from Python)."""
+    for it does not wake up into a GIL that this thread still holds), then poll as
+    ``spin_until(flags, wait_index, wait_value, ...)``: 1 when it held, 0 after ``spins``
+    polls, 2 at once when ``flags[stop_index]`` is nonzero (the other side has gone to sleep
+    and needs a notification from Python)."""
     _store_seq_cst(flags, index, value)
-    if _load_acquire(flags, stop_index) != 0:
+    if _load_seq_cst(flags, stop_index) != 0:
         return 2
-    return 1 if spin_until(flags, wait_index, wait_value, spins, yield_every) else 0
+    return 1 if spin_until(flags, wait_index, wait_value, spins, yield_every, equal) else 0
 
 
 @functools.lru_cache(maxsize=None)

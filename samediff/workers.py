@@ -61,33 +61,45 @@ SPIN_US = float(os.environ.get("ND4PY_WORKER_SPIN_US", "1000") or 0)
 #: themselves 0.6 -> 0.85-1.0x, so the caller's waits never yield, the idle helper rarely
 IDLE_YIELD_EVERY = 256
 #: slots of the flag array, a cache line apart: the job ticket the helper may start; the
-#: last ticket it finished; the helper asleep; the caller asleep; a slot that stays 0
-_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP, _ZERO = 0, 8, 16, 24, 32
+#: last ticket it finished; the helper asleep; the caller asleep
+_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP = 0, 8, 16, 24
 
 #: the ``go`` token of a kernel that runs unsplit: ``spin.announce`` writes a dummy slot
 NO_GO = (np.zeros(1, np.int64), 0, 0)
 
 
 class _Helper:
+    """The helper thread and its hand-off. Tickets number the jobs: the caller stores
+    ``job = (ticket, second)``, then publishes ``GO = ticket``; the helper runs the job it
+    finds once ``GO`` differs from the last ticket it ran, and publishes ``DONE = ticket``.
+    Because a job carries its own ticket, a caller interrupted anywhere (Ctrl-C in ``first``,
+    before its go, or while it waits) leaves nothing that stalls or misleads the next one:
+    its job runs or is superseded, and its failure, keyed by its ticket, is not handed on."""
+
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.busy = threading.Lock()  # held by the caller whose job the helper runs
-        self.flags = np.zeros(40, np.int64)
+        self.flags = np.zeros(32, np.int64)
         self.wake = threading.Condition(threading.Lock())
         self.spins = int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
         self.ticket = 0
-        self.job: Callable[[], None] | None = None
-        self.failure: BaseException | None = None
+        self.job: tuple[int, Callable[[], None]] | None = None
+        self.failure: tuple[int, BaseException] | None = None
+        self.timeouts = 0  # timed waits that ended unmet: a lost wake-up shows here
         threading.Thread(target=self._loop, name="nd4py-worker", daemon=True).start()
 
-    def _sleep_until(self, slot: int, value: int, asleep: int) -> None:
-        """Sleep until ``flags[slot] == value``; ``flags[asleep]`` (fenced) tells the other
-        side to notify."""
+    def _sleep_until(self, slot: int, value: int, asleep: int, equal: bool = True) -> None:
+        """Sleep until ``(flags[slot] == value) == equal``; ``flags[asleep]`` (fenced) tells
+        the other side to notify. The 50 ms timeout is a safety net, counted in
+        ``timeouts`` (the tests require none)."""
         spin.publish(self.flags, asleep, 1)
-        with self.wake:
-            while self.flags[slot] != value:
-                self.wake.wait(0.05)
-        self.flags[asleep] = 0
+        try:
+            with self.wake:
+                while (self.flags[slot] == value) != equal:
+                    if not self.wake.wait(0.05) and (self.flags[slot] == value) != equal:
+                        self.timeouts += 1
+        finally:
+            self.flags[asleep] = 0
 
     def _notify(self) -> None:
         with self.wake:
@@ -95,39 +107,48 @@ class _Helper:
 
     # -- the helper's side
     def _loop(self) -> None:
-        done = 0
+        last = 0  # the ticket of the last job run
+        found = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY, False)
         while True:
-            if not spin.spin_until(self.flags, _GO, done + 1, self.spins, IDLE_YIELD_EVERY):
-                self._sleep_until(_GO, done + 1, _HELPER_ASLEEP)
-            job, self.job = self.job, None
+            if not found:  # the poll for the next go ran out: sleep (one poll per wait)
+                self._sleep_until(_GO, last, _HELPER_ASLEEP, equal=False)
+            ticket, job = self.job  # type: ignore[misc]  # stored before any go for it
             try:
-                job()  # type: ignore[misc]
-            except BaseException as exc:  # handed to the caller, raised there
-                self.failure = exc
-            done += 1
-            # "done" goes out after the GIL is let go, then poll for the next ticket
-            if spin.publish_then_spin(self.flags, _DONE, done, _GO, done + 1,
-                                      _CALLER_ASLEEP, self.spins, IDLE_YIELD_EVERY) == 2:
+                job()
+            except BaseException as exc:  # handed to the caller of this ticket
+                self.failure = (ticket, exc)
+            last = ticket
+            # "done" goes out after the GIL is let go, then poll for the next go
+            got = spin.publish_then_spin(self.flags, _DONE, ticket, _GO, last, _CALLER_ASLEEP,
+                                         self.spins, IDLE_YIELD_EVERY, False)
+            if got == 2:  # the caller sleeps: wake it, then poll for its next go
                 self._notify()
+                got = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY,
+                                      False)
+            found = got == 1
 
     # -- the caller's side
     def run(self, first: Callable, second: Callable[[], None], gated: bool) -> None:
-        self.ticket = ticket = self.ticket + 1
-        self.job = second
-        # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
-        later = gated and not self.flags[_HELPER_ASLEEP]
-        if not later:  # the helper may start now (and wait for the GIL while ``first`` runs)
-            self._go(ticket)
+        ticket = self.ticket + 1
+        self.job = (ticket, second)
+        posted = False
         try:
+            self.ticket = ticket
+            posted = True  # from here on the join below releases and awaits this ticket
+            # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
+            later = gated and not self.flags[_HELPER_ASLEEP]
+            if not later:  # the helper may start now (and wait for the GIL while ``first``
+                self._go(ticket)  # runs Python)
             if gated:
                 first((self.flags, _GO, ticket) if later else NO_GO)
             else:
                 first()
         finally:
-            self._join(ticket)
-            failure, self.failure = self.failure, None
-        if failure is not None:
-            raise failure
+            if posted:
+                self._join(ticket)
+        failure, self.failure = self.failure, None
+        if failure is not None and failure[0] == ticket:
+            raise failure[1]
 
     def _go(self, ticket: int) -> None:
         spin.publish(self.flags, _GO, ticket)
@@ -162,10 +183,22 @@ def _get() -> _Helper:
         return _helper
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has no helper thread, and ``_start`` may have been held by a thread
+    that does not exist there: start over."""
+    global _helper, _start
+    _helper, _start = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def both(first: Callable, second: Callable[[], None], *, gated: bool = False) -> None:
     """Run ``first()`` here and ``second()`` on the helper thread; return when both are done.
     An exception from either is raised here (``first``'s if both fail), after both finished.
-    Serial (``first`` then ``second``) when the helper is disabled or busy.
+    Serial (``first`` then ``second``) when the helper is disabled or busy; there a failing
+    ``first`` raises before ``second`` runs.
 
     ``gated``: ``first`` is called as ``first(go)`` and should hand ``go`` to the nogil
     kernel that does its work, which calls ``spin.announce(go)`` once it runs without the

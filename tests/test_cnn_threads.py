@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+import nd4py as nd
 from samediff import workers
 from samediff.ops import cnn_im2col as I
 from samediff.ops import cnn_kernels as K
@@ -198,3 +199,31 @@ def test_relu_epilogue_equals_relu_after_every_route(always_split, monkeypatch, 
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(_serial(monkeypatch, lambda: K.conv(
                 x, w, (1, 1), pad, (1, 1), cf, b, relu=True)), want)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (2, 2, 5, 8), (1, 2, 6, 9)])
+def test_2x2_same_padding_on_odd_sizes_takes_the_general_route(shape):
+    """Under ``"same"`` an odd size pads one after: the last window reaches past the image,
+    so the compiled 2x2 kernels (which read whole windows) must not take it -- through the
+    public ops, forward and gradient, against the reference."""
+    rng = np.random.default_rng(6)
+    x = -np.abs(rng.standard_normal(shape)) - 1  # all negative: a read past the end shows
+    kw = dict(kernel=(2, 2), stride=(2, 2), padding="same", dilation=(1, 1),
+              data_format="NCHW")
+    y = nd.cnn.max_pooling2d(nd.create(x), kernel=2, stride=2, padding="same").numpy()
+    np.testing.assert_array_equal(y, max_pooling2d_ref(x, **kw))
+    g = rng.standard_normal(y.shape)
+    dx = K.max_pool_grad(x, g, (2, 2), (2, 2), "same", (1, 1), True)
+    np.testing.assert_allclose(dx, max_pooling2d_grad_ref(x, g, **kw), rtol=1e-12)
+
+
+def test_relu_span_is_np_maximum_bit_for_bit():
+    """The conv epilogue's relu: +0.0 for -0.0 and negatives, NaN and positives kept."""
+    from samediff.ops.cnn_im2col import relu_span
+    for dtype in (np.float32, np.float64):
+        a = np.array([-0.0, 0.0, -1.5, np.nan, 2.0, -np.inf, np.inf, 1e-30, -1e-30], dtype)
+        got = np.concatenate([a, a])
+        relu_span(got, 3, a.size, dtype(0))  # a span in the middle: the rest untouched
+        want = np.concatenate([a[:3], np.maximum(np.concatenate([a[3:], a[:3]]), 0), a[3:]])
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -76,3 +76,17 @@ def test_the_matmul_op_goes_through_it(monkeypatch):
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert len(calls) == (2 if workers.enabled() else 1)
     assert calls[0] is True  # a [256, 300] is bigger than b [300, 64]: the rows split
+
+
+def test_strides_in_bytes_that_are_no_whole_element_are_copied(monkeypatch):
+    """A field of a structured array steps by the record's size: no BLAS leading dimension
+    counts that, so the operand is copied (it read garbage before)."""
+    monkeypatch.setattr(M, "MIN_MNK", 1)
+    rec = np.zeros((40, 30), dtype=[("a", np.float64), ("b", np.int32)])
+    rec["a"] = RNG.standard_normal((40, 30))
+    a = rec["a"]
+    assert a.strides[0] % a.itemsize or a.strides[1] % a.itemsize
+    b = RNG.standard_normal((30, 20))
+    np.testing.assert_allclose(M.matmul2d(a, b), np.ascontiguousarray(a) @ b, rtol=1e-12)
+    np.testing.assert_allclose(nd.matmul(nd.create(a), nd.create(b)).numpy(),
+                               np.ascontiguousarray(a) @ b, rtol=1e-12)

@@ -1,6 +1,8 @@
 """The helper thread's hand-off (``samediff.workers``, ``samediff.spin``): gated jobs start
-when the caller's kernel announces, sleeping on either side never loses a wake-up, and
-failures come back to the caller. Timeouts turn a lost wake-up into a failure, not a hang."""
+when the caller's kernel announces, sleeping on either side never loses a wake-up (the
+helper counts its timed waits that ended unmet: a lost wake-up would show there), failures
+come back to their own caller, and an interrupted caller leaves nothing that stalls the
+next. Calls that could hang run in a thread with a deadline."""
 from __future__ import annotations
 
 import os
@@ -42,16 +44,41 @@ def short_polls():
     helper.spins = saved
 
 
+def _within(seconds: float, fn) -> None:
+    """``fn()`` in a thread; fail (instead of hanging the suite) if it takes longer."""
+    errors: list = []
+
+    def target():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 -- re-raised below
+            errors.append(exc)
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"did not finish within {seconds} s (a lost hand-off)"
+    if errors:
+        raise errors[0]
+
+
 @needs_helper
 def test_gated_helper_starts_when_the_kernel_announces():
-    started = threading.Event()
+    helper = workers._get()
+    saved, helper.spins = helper.spins, 1 << 40  # the helper polls (awake) after the next job
+    try:
+        workers.both(lambda: None, lambda: None)
+        started, tokens = threading.Event(), []
 
-    def first(go):
-        spin.announce(go)  # what a nogil kernel does once it runs without the GIL
-        assert started.wait(10), "the helper did not start on the announcement"
+        def first(go):
+            tokens.append(go)
+            spin.announce(go)  # what a nogil kernel does once it runs without the GIL
+            assert started.wait(10), "the helper did not start on the announcement"
 
-    workers.both(first, started.set, gated=True)
-    assert started.is_set()
+        workers.both(first, started.set, gated=True)
+        assert started.is_set() and tokens[0] is not workers.NO_GO
+    finally:
+        helper.spins = saved
+        workers.both(lambda: None, lambda: None)  # back to polling for the normal time
 
 
 @needs_helper
@@ -76,7 +103,7 @@ def test_serial_gated_first_gets_the_dummy_token(monkeypatch):
 def test_sleeping_sides_are_woken(short_polls):
     """Short polls: the caller sleeps while the helper's half runs long, and the helper
     sleeps between jobs spaced apart; every job still completes, in order."""
-    out = []
+    out, timeouts = [], short_polls.timeouts
     for k in range(30):
         def second(k=k):
             time.sleep(0.002 if k % 3 == 0 else 0)
@@ -85,6 +112,7 @@ def test_sleeping_sides_are_woken(short_polls):
         if k % 5 == 0:
             time.sleep(0.003)  # the helper's poll runs out: it goes to sleep
     assert out == list(range(30))
+    assert short_polls.timeouts == timeouts, "a wake-up was lost (found by the 50 ms net)"
 
 
 @needs_helper
@@ -119,3 +147,33 @@ print("ok", workers.enabled())
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("ok")
+
+
+@needs_helper
+def test_an_interrupted_caller_leaves_nothing_behind():
+    """Ctrl-C in ``first`` while the helper's half fails: the interrupt propagates; the next
+    call neither inherits that failure nor waits for anything."""
+    def boom():
+        raise ValueError("the interrupted call's half")
+
+    def interrupted(go):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        workers.both(interrupted, boom, gated=True)
+    got = []
+    _within(10, lambda: workers.both(lambda: got.append(1), lambda: got.append(2)))
+    assert sorted(got) == [1, 2]
+
+
+@needs_helper
+def test_a_ticket_taken_but_never_posted_does_not_stall_the_next_call():
+    """An interrupt between taking a ticket and posting it: the next caller's go supersedes
+    it (the helper waits for any new go, not for one number), and a failure recorded for an
+    abandoned ticket is not handed to the next caller."""
+    helper = workers._get()
+    helper.ticket += 1
+    helper.job = (helper.ticket, lambda: None)  # stored, never posted
+    helper.failure = (helper.ticket, RuntimeError("abandoned"))
+    got = []
+    _within(10, lambda: workers.both(lambda: got.append(1), lambda: got.append(2)))
+    assert sorted(got) == [1, 2]

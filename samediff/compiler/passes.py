@@ -79,8 +79,8 @@ def fold_epilogues(nodes: Sequence[Any], outputs: Sequence[Any]) -> list:
     """``relu(conv2d(...))`` -> ``conv2d(..., activation="relu")`` when nothing else reads
     the convolution's own result: the kernel applies the relu while each slab of output is
     in cache, and one pass over the activation and one array are saved. The fused node
-    writes the relu's output slot; the bit-for-bit same values (``max(v, 0)`` of the same
-    ``v``)."""
+    writes the relu's output slot, with bit for bit the values the relu computed from the
+    convolution's (``cnn_im2col.relu_span``)."""
     producers = {o: n for n in nodes for o in n.outputs}
     readers: dict[Any, int] = {}
     for n in nodes:

@@ -505,13 +505,15 @@ class CompiledPlan:
         simple = simplify(needed, types if exact_shapes else None)
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
         self._results = [simple.resolve(s) for s in output_slots]
+        before = len(simple.nodes)
         simple.nodes = fold_epilogues(simple.nodes, self._results)
+        self.epilogues = before - len(simple.nodes)  # activations folded into library ops
         read = {i for n in simple.nodes for i in n.inputs} | set(self._results)
         self.constants = {k: v for k, v in simple.constants.items() if k in read}
         self._inputs_set = set(self.input_slots)
         self.identities = simple.identities
         self.merged = len(simple.alias) - simple.identities
-        self.folded = len(needed) - len(simple.nodes) - len(simple.alias)
+        self.folded = len(needed) - before - len(simple.alias)
         raw = fuse_row_prologues(fuse_reductions(partition(simple.nodes, types), types,
                                                  self._results), types, self._results)
         # which values each step must hand on: read by a later step, or a plan output
@@ -613,6 +615,8 @@ class CompiledPlan:
         kernels = [s for s in self.steps if isinstance(s, KernelStep)]
         lines = [f"plan: compiled, {len(self.steps)} step(s), {len(kernels)} fused kernel(s), "
                  f"{self.folded} node(s) constant-folded, {self.merged} merged by CSE"
+                 + (f", {self.epilogues} activation(s) folded into the op before"
+                    if self.epilogues else "")
                  + (f", {self.identities} identity adjoint(s) dropped" if self.identities else "")]
         for s in self.steps:
             if isinstance(s, KernelStep):

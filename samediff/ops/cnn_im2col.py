@@ -77,15 +77,15 @@ def _tap(c, i, j, c_n, kw, dw, pw, sw, w, ow_n):
 @numba.njit(nogil=True, inline="always")
 def relu_span(flat, start, length, zero):
     """``flat[start:start + length] = max(., 0)`` in place; ``zero`` of ``flat``'s dtype.
-    Negatives become 0, NaN and -0.0 stay, as in ``np.maximum(a, 0)`` (the ``relu`` op). A
-    select and a store of every element, on a contiguous span with unsigned indices: a store
-    of the negatives only, or strided row views, kept the loop from vectorizing (W7's 1->8
-    conv: +20-70 us instead of +3)."""
+    As ``np.maximum(a, 0)`` (the ``relu`` op), bit for bit: positives and NaN stay, the rest
+    (-0.0 too) becomes +0.0. A select and a store of every element, on a contiguous span with
+    unsigned indices: a store of the negatives only, or strided row views, kept the loop from
+    vectorizing (W7's 1->8 conv: +20-70 us instead of +3)."""
     u = np.uint64
     s0 = u(start)
     for t in range(u(length)):
         v = flat[s0 + t]
-        flat[s0 + t] = zero if v < zero else v
+        flat[s0 + t] = v if (v > zero) | (v != v) else zero
 
 
 @_njit

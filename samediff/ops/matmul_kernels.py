@@ -1,5 +1,6 @@
 """2-D float matmuls on the private single-threaded BLAS (``samediff.blas``), split by rows
-over the helper thread (``samediff.workers``) -- not on numpy's multi-threaded OpenBLAS.
+or columns over the helper thread (``samediff.workers``) -- not on numpy's multi-threaded
+OpenBLAS.
 
 Why: numpy's OpenBLAS keeps its own worker threads, which spin after every call they
 share, for a long time. Next to our helper (convolutions, pooling) they fought over the
@@ -48,11 +49,13 @@ def _part(a, b, out, by_rows, lo, hi, go):
 
 
 def _blas_operand(x: np.ndarray) -> np.ndarray:
-    """``x`` if one axis has unit stride and the other steps over whole rows (a row-major
-    matrix, a slice of one, or a transposed view), else a C-contiguous copy (negative,
-    broadcast or otherwise strided)."""
+    """``x`` if one axis has unit stride and the other steps over whole rows, in whole
+    elements (a row-major matrix, a slice of one, or a transposed view), else a C-contiguous
+    copy (negative, broadcast, byte-offset -- a field of a structured array -- or otherwise
+    strided)."""
     size, (s0, s1), (r, c) = x.itemsize, x.strides, x.shape
-    if (s1 == size and s0 >= c * size) or (s0 == size and s1 >= r * size):
+    whole = x.flags.aligned and s0 % size == 0 and s1 % size == 0  # BLAS counts elements
+    if whole and ((s1 == size and s0 >= c * size) or (s0 == size and s1 >= r * size)):
         return x
     return np.ascontiguousarray(x)
 
