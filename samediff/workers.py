@@ -50,7 +50,7 @@ import numpy as np
 
 from . import spin
 
-__all__ = ["both", "on_halves", "enabled", "NO_GO"]
+__all__ = ["both", "halves", "on_halves", "enabled", "NO_GO"]
 
 _ENABLED = os.environ.get("ND4PY_WORKERS", "") != "1" and (os.cpu_count() or 1) > 1
 #: how long either side polls before it sleeps (see the module docstring)
@@ -213,6 +213,20 @@ def both(first: Callable, second: Callable[[], None], *, gated: bool = False) ->
         helper.run(first, second, gated)
     finally:
         helper.busy.release()
+
+
+def halves(n: int, work: int, least: int) -> list[range]:
+    """``range(n)`` (images, units, rows...) in two halves for ``on_halves`` when there are
+    two items, a helper, and ``work`` of at least ``least`` (below it the hand-off costs
+    more than it saves); else whole.
+
+    >>> halves(5, 100, 10) if enabled() else [range(0, 3), range(3, 5)]
+    [range(0, 3), range(3, 5)]
+    """
+    if n < 2 or not _ENABLED or work < least:
+        return [range(n)]
+    h = (n + 1) // 2
+    return [range(0, h), range(h, n)]
 
 
 def on_halves(parts: list, work: Callable) -> list:

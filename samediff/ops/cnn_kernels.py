@@ -192,15 +192,6 @@ SPLIT_MIN_POOL = 1 << 15
 SPLIT_MIN_POOL_FORWARD = 1 << 18
 
 
-def halves(n: int, work: int, least: int) -> list[range]:
-    """The images ``range(n)`` in two halves for ``workers.both`` -- when there are two
-    images, a second core and ``work`` of at least ``least`` -- else whole."""
-    if n < 2 or not workers.enabled() or work < least:
-        return [range(n)]
-    h = (n + 1) // 2
-    return [range(0, h), range(h, n)]
-
-
 def axis_pads(size: int, k: int, s: int, d: int, padding: int | str) -> tuple[int, int, int]:
     """``(before, after, out)`` for one spatial axis of length ``size`` (-1 = unknown: out -1).
 
@@ -393,10 +384,7 @@ def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
 def _unit_halves(todo: np.ndarray, macs: int) -> list[np.ndarray]:
     """The units of a compiled convolution in two halves, one per thread, when a second
     thread pays for its hand-off (``SPLIT_MIN_MACS``); else all of them in one."""
-    if len(todo) < 2 or not workers.enabled() or macs < SPLIT_MIN_MACS:
-        return [todo]
-    half = (len(todo) + 1) // 2
-    return [todo[:half], todo[half:]]
+    return [todo[p.start:p.stop] for p in workers.halves(len(todo), macs, SPLIT_MIN_MACS)]
 
 
 def _geo_args(geo, kernel, stride, dilation):
@@ -532,7 +520,8 @@ def _pool_halves(out, kernel, work, least: int | None = None) -> None:
     """``work(images, go)`` over two halves of the batch at once when it reads at least
     ``least`` (default ``SPLIT_MIN_POOL``) window values."""
     least = SPLIT_MIN_POOL if least is None else least
-    workers.on_halves(halves(out.shape[0], out.size * kernel[0] * kernel[1], least), work)
+    workers.on_halves(workers.halves(out.shape[0], out.size * kernel[0] * kernel[1], least),
+                      work)
 
 
 def _two_by_two(kernel, stride, dilation, geo, hw) -> bool:

@@ -74,11 +74,6 @@ or the columns of ``b``, whichever is bigger: each half packs all of the other);
     out = np.empty((m, n), a.dtype)
     # each half packs the whole of the operand it does not split: split the bigger one
     by_rows = m * k >= k * n
-    size = m if by_rows else n
-    if size >= 2 and workers.enabled() and m * n * k >= SPLIT_MIN_MNK:
-        h = (size + 1) // 2
-        parts = [(0, h), (h, size)]
-    else:
-        parts = [(0, size)]
-    workers.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p[0], p[1], go))
+    parts = workers.halves(m if by_rows else n, m * n * k, SPLIT_MIN_MNK)
+    workers.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
     return out
