@@ -32,11 +32,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .array import NDArray, bind, type_of
+from .array import CURRENT_TRACE, NDArray, bind, type_of
 from .autodiff import GradientError, grad as grad_transform
 from .ir import Graph, VariableType
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
+from .training_forms import training_graph
 
 
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
@@ -88,6 +89,12 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         out = fn(*call_args, **kwargs)
         value, aux = _split_output(out, has_aux, name)
         loss = _check_loss(rec, value, name)
+        if _in_training_mode():
+            # differentiate the training forms themselves (dropout's mask, batch statistics),
+            # not the inference ops: the replay below computes the value from the same
+            # transformed graph, so value and gradient share one mask. Names read later are
+            # kept by the transform; running-statistics updates have nowhere to go in a trace.
+            graph, _updates = training_graph(graph)
         # like jax.grad, an argument the output does not depend on has a zero gradient
         upstream = graph.upstream([loss]) if loss is not None else set()
         wrt = [n for i in nums_ for n, _ in leaves_of[i] if n in upstream]
@@ -108,6 +115,12 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         value_out = (results[loss], aux_out) if has_aux else results[loss]
         return value_out, grads[0] if single else tuple(grads)
     return value_and_gradient
+
+
+def _in_training_mode() -> bool:
+    """Inside ``graph_scope(training=True)`` / ``nd.compile(training=True)`` (the trace says
+    so; nested ``nd.grad`` calls see the same trace)."""
+    return bool(getattr(CURRENT_TRACE.get(), "training", False))
 
 
 class _FeedingRecorder(GraphRecorder):

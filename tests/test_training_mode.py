@@ -13,7 +13,7 @@ import nd4py as nd
 from samediff import SameDiff, random_state
 from samediff.errors import OpError
 from samediff.training import TrainingConfig
-from samediff.training.mode import training_graph
+from samediff.training_forms import training_graph
 from samediff.training.step import TrainStep
 from samediff.training.updaters import Sgd
 

@@ -19,10 +19,13 @@ form records with ordinary ops:
   those into the ``mean``/``variance`` variables after each applied step and does not train
   them by gradient.
 
-Who applies the transform: ``fit`` (``samediff/training/mode.py``, before autodiff), and traces
+Who applies the transform: ``fit`` (``samediff/training_forms.py``, before autodiff), and traces
 opened with ``graph_scope(training=True)`` / ``nd.compile(training=True)``, which record the
 training forms in place of the ops (running statistics are then not written anywhere: call
-``batch_norm_train`` to get them).
+``batch_norm_train`` to get them). ``nd.grad`` / ``nd.value_and_grad`` called in such a trace
+apply the same transform to the function's graph before differentiating it, so the gradient
+is the training form's (dropout's mask, the batch statistics), computed from the very mask the
+value used.
 
 >>> import numpy as np, nd4py as nd
 >>> x = nd.ones(2, 1000)

@@ -43,7 +43,7 @@ from ..recorder import GraphRecorder
 from ..runtime import check_feed, typed_plan
 from .config import TrainingConfig
 from .finite import all_finite
-from .mode import training_graph
+from ..training_forms import training_graph
 from .state import UpdaterState
 
 _WEAK_FLOAT = type_of(1.0)

@@ -2,7 +2,8 @@
 dropout, batch norm, see ``samediff/ops/train_mode.py``) replaced by that form.
 
 The user's graph stays the inference graph (``output()``, ``evaluate()``); ``fit`` trains the
-transformed copy. What the forms report as state updates (batch norm's running statistics)
+transformed copy, and ``nd.grad`` called inside a training trace differentiates the transformed
+copy of its function's graph (``samediff/functional.py``). What the forms report as state updates (batch norm's running statistics)
 comes back as ``{variable: value}``: after an applied step ``fit`` writes each value into its
 variable, and those variables are not trained by gradient.
 
@@ -17,8 +18,8 @@ variable, and those variables are not trained by gradient.
 """
 from __future__ import annotations
 
-from ..ir import Graph, VariableType
-from ..recorder import GraphRecorder
+from .ir import Graph, VariableType
+from .recorder import GraphRecorder
 
 
 def training_graph(graph: Graph) -> tuple[Graph, dict[str, str]]:
