@@ -377,12 +377,18 @@ def test_seed_001_graph_scope_lazy_arrays():
     assert out.getDouble(0, 0) == pytest.approx(max(mm.getDouble(0, 0), 0.0))
 
 
-def test_seed_001_nested_graph_scopes_are_refused():
-    with nd.graphScope() as outer:                                            # T53 001:412
+def test_seed_001_nested_graph_scopes_join_the_outer_one():
+    # T53 001:412 says nested scopes are "not supported"; we do better on purpose (issue 21):
+    # the inner scope joins the outer trace, and its arrays get values when the outer ends.
+    x = nd.create([1.0, 2.0])
+    with nd.graphScope() as outer:
         outer.begin()
-        with pytest.raises(nd.TracingError), nd.graphScope() as inner:
+        with nd.graphScope() as inner:
             inner.begin()
+            y = x.mul(3)
+        z = y.add(1)
         outer.end()
+    assert y.numpy().tolist() == [3.0, 6.0] and z.numpy().tolist() == [4.0, 7.0]
 
 
 def test_seed_001_compile_two_inputs_execute_close():

@@ -642,19 +642,88 @@ def test_inplace_shape_change_raises():
 # ============================================================================================
 
 
-def test_nested_scopes_are_refused_and_the_outer_one_continues():
-    # ND4J (seed 001): "Nested GraphScope traces on the same thread are not supported"
+def test_nested_scopes_join_the_outer_trace():
+    # ND4J refuses nested scopes; here an inner scope joins the outer trace (as nested jax.jit
+    # inlines): one plan, and every array gets its value when the outermost scope ends.
     x = arr(A)
     with nd.graph_scope() as outer:
         a = x * 2
-        with pytest.raises(nd.TracingError, match="nested graph scopes are not supported"):
-            nd.graph_scope().begin()
-        assert CURRENT_TRACE.get() is not None  # the refused scope left the outer one active
-        c = a * 3
-    assert a.is_materialized and c.is_materialized
-    np.testing.assert_array_equal(c.numpy(), A * 6)
+        with nd.graph_scope() as inner:
+            b = a + 1
+        assert isinstance(b, LazyArray) and not b.is_materialized  # traced until the outer end
+        c = b * 3
+    assert a.is_materialized and b.is_materialized and c.is_materialized
+    np.testing.assert_array_equal(b.numpy(), A * 2 + 1)
+    np.testing.assert_array_equal(c.numpy(), (A * 2 + 1) * 3)
     assert stats()["compiles"] == 1
-    assert "mul" in outer.graph.summary()
+    assert [n.op.name for n in outer.graph.graph.nodes] == ["mul", "add", "mul"]
+    with pytest.raises(nd.TracingError, match="joined"):
+        inner.graph
+    assert CURRENT_TRACE.get() is None
+
+
+def test_a_library_function_that_opens_a_scope_composes_with_its_caller():
+    def normalize(v):                      # a library helper written for eager callers
+        with nd.graph_scope():
+            out = (v - v.mean()) / (v.std() + 1e-6)
+        return out
+
+    x = arr(A)
+    eager = normalize(x)                   # alone: its own scope, planned and run
+    assert eager.is_materialized
+
+    @nd.compile
+    def f(v):
+        return normalize(v) * 2            # inside a compiled function: inlined, one plan
+
+    with nd.graph_scope():
+        y = normalize(x) + 1
+    np.testing.assert_allclose(y.numpy(), eager.numpy() + 1, rtol=1e-6)
+    np.testing.assert_allclose(f(x).numpy(), eager.numpy() * 2, rtol=1e-6)
+
+
+def test_a_joined_scope_traces_in_its_own_mode_and_restores_the_outer_one():
+    x = nd.ones(4, 100)
+    with nd.graph_scope():
+        with nd.graph_scope(training=True):
+            dropped = nd.nn.dropout(x, 0.5)
+        kept = nd.nn.dropout(x, 0.5)       # the outer scope is in inference mode again
+    assert set(np.unique(dropped.numpy()).tolist()) == {0.0, 2.0}
+    np.testing.assert_array_equal(kept.numpy(), np.ones((4, 100), np.float32))
+
+
+def test_an_exception_in_a_joined_scope_reaches_the_outer_block():
+    x = arr(A)
+    with pytest.raises(ValueError, match="boom"):
+        with nd.graph_scope():
+            a = x * 2
+            with nd.graph_scope():
+                raise ValueError("boom")
+    assert CURRENT_TRACE.get() is None
+    with pytest.raises(nd.TracingError):
+        a.numpy()                          # the outer trace was discarded: nothing ran
+    with nd.graph_scope():                 # caught inside the outer block: it carries on
+        a = x * 2
+        try:
+            with nd.graph_scope():
+                raise KeyError("inner")
+        except KeyError:
+            pass
+        b = a + 1
+    np.testing.assert_array_equal(b.numpy(), A * 2 + 1)
+
+
+def test_ending_the_outer_scope_before_a_joined_one_is_refused():
+    outer = nd.graph_scope()
+    outer.begin()
+    inner = nd.graph_scope()
+    inner.begin()
+    y = arr(A) * 2
+    outer.end()
+    with pytest.raises(nd.TracingError, match="before their outer scope"):
+        inner.end()
+    np.testing.assert_array_equal(y.numpy(), A * 2)
+    assert CURRENT_TRACE.get() is None
 
 
 def test_compiled_function_inside_scope_is_inlined():
