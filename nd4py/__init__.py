@@ -31,9 +31,10 @@ from samediff.dtypes import refused as _refused, unsupported as _unsupported
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
 from samediff.ir import did_you_mean as _did_you_mean
-from samediff.errors import ConfigError, NdIndexError, TracingError  # noqa: F401
+from samediff.errors import ConfigError, NdIndexError, OpIndexError, TracingError  # noqa: F401
 from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
+from samediff.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
 from samediff.frontends.cnn_config import Conv1DConfig, Conv2DConfig, Pooling2DConfig  # noqa: F401

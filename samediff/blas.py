@@ -62,6 +62,18 @@ _WHY_NOT: str | None = None  # None: not tried yet (loading costs ~13 ms: at fir
 _LOADING = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A thread that was loading the library when another forked held ``_LOADING``; it does
+    not exist in the child, which would wait for it forever. Loading again is harmless (the
+    dynamic loader counts references; the thread count is set again)."""
+    global _LOADING
+    _LOADING = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def why_not() -> str:
     """Why ``available()`` is False ('' when it is True); the first call loads the library."""
     global _WHY_NOT

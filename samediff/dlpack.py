@@ -29,7 +29,13 @@ def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> ND
     """An ``NDArray`` sharing memory with ``obj`` (a numpy/PyTorch/JAX/CuPy... array that
     implements ``__dlpack__``), like ``np.from_dlpack``. ``copy=True`` copies, ``copy=False``
     refuses to; ``device`` may only be ``"cpu"``. Arrays of a dtype nd4py does not support
-    (complex, bfloat16...) raise ``NdDTypeError`` naming it."""
+    (complex, bfloat16...) raise ``NdDTypeError`` naming it; an object without
+    ``__dlpack__`` (a list, a scalar) raises ``TypeError`` naming what is accepted."""
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack: a {type(obj).__name__} does not implement the DLPack "
+                        f"protocol (__dlpack__); it takes an array that does (NDArray, numpy, "
+                        f"PyTorch, JAX, CuPy...). For lists and scalars use nd.create(...) or "
+                        f"nd.array_api.asarray(...)")
     try:
         data = np.from_dlpack(obj, device=device, copy=copy)
     except (BufferError, TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: JAX's

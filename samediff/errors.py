@@ -5,6 +5,8 @@ They subclass the builtin a Python user would try to catch (``ValueError``, ``Ty
 """
 from __future__ import annotations
 
+from typing import Callable
+
 
 class NdError(Exception):
     """Base class of every nd4py error."""
@@ -12,6 +14,12 @@ class NdError(Exception):
 
 class OpError(NdError, ValueError):
     """An op was called with inputs or attributes it cannot accept (shape, dtype, attr)."""
+
+
+class ArgumentConflictError(OpError, TypeError):
+    """One parameter of an op call was given twice: by two spellings (``axis=`` and
+    ``dims=``), positionally and by keyword, or an output name both first and as ``name=``
+    (Python's "got multiple values for argument"). Also an ``OpError``, as before."""
 
 
 class NdDTypeError(NdError, TypeError):
@@ -36,6 +44,13 @@ class PlaceholderError(NdError, ValueError):
 class TracingError(NdError, RuntimeError):
     """A traced (lazy) array was used in a way tracing cannot support, e.g. reading its data
     before its ``graph_scope`` ended, or touching it after the scope failed."""
+
+
+class ConcretizationError(TracingError, TypeError):
+    """A symbolic value (a traced array inside ``nd.compile``/``graph_scope``, a value being
+    recorded by ``nd.grad``, a SameDiff variable) was asked for its data: ``if x > 0:``,
+    ``float(x)``, ``x.item()``. It has none while the Python function runs (JAX's
+    ``ConcretizationTypeError``); it is also a ``TypeError``, as Python's own conversions raise."""
 
 
 class SerializationError(NdError, ValueError):
@@ -89,3 +104,22 @@ class ConfigError(NdError, ValueError):
 class NdIndexError(NdError, IndexError):
     """An element index is out of range for an array's shape (or has the wrong number of
     indices)."""
+
+
+class OpIndexError(OpError, NdIndexError):
+    """An op's index is out of range for its input (``x[5]`` of a 4-element array, a
+    ``gather`` index): an ``OpError`` like every bad op call, and an ``IndexError``, which
+    numpy users catch."""
+
+
+class NdAttributeError(NdError, AttributeError):
+    """An array or graph variable has no attribute of that name (``x.summ()``). ``hint()``
+    adds "did you mean 'sum'?" when the message is shown: ``hasattr`` probes, which only catch
+    the error, never pay for the search."""
+
+    def __init__(self, message: str, hint: Callable[[], str] = str) -> None:
+        super().__init__(message)
+        self._hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}{self._hint()}"

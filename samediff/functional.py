@@ -37,6 +37,7 @@ from .autodiff import GradientError, grad as grad_transform
 from .ir import Graph, VariableType
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
+from .surface import KEEP_IN_OPS
 from .training_forms import training_graph
 
 
@@ -79,6 +80,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         nums_ = tuple(i % len(args) for i in nums)
         graph = Graph()
         rec = _FeedingRecorder(graph)
+        rec.read_hint = _read_hint(name)  # `if x > 0:` on a recorded value: say why, as traces do
         call_args = list(args)
         leaves_of: dict[int, list[tuple[str, Any]]] = {}
         for i in nums_:
@@ -96,7 +98,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
             # kept by the transform; running-statistics updates have nowhere to go in a trace.
             graph, _updates = training_graph(graph)
         # like jax.grad, an argument the output does not depend on has a zero gradient
-        upstream = graph.upstream([loss]) if loss is not None else set()
+        upstream = _value_upstream(graph, loss)
         wrt = [n for i in nums_ for n, _ in leaves_of[i] if n in upstream]
         full, names = grad_transform(graph, [loss], wrt) if wrt else (graph, {})
         feeds = {n: leaf for i in nums_ for n, leaf in leaves_of[i]}
@@ -152,6 +154,32 @@ class _FeedingRecorder(GraphRecorder):
             self._fed[id(x)] = name
             self.feeds[name] = x  # keeps x alive: its id stays unique
         return name
+
+
+def _value_upstream(graph: Graph, loss: str | None) -> set[str]:
+    """The variables the loss's *value* depends on: ``graph.upstream`` without the inputs that
+    only give a shape (of type-only ops, ``ones_like(x)``, and the target of shape adjoints,
+    ``broadcast_like(g, x)``), so the gradient of a gradient that is constant in x (a linear
+    function's: a Hessian's zero block) is zero, as in JAX, not an error."""
+    if loss is None:
+        return set()
+    producers = graph.producers()
+    seen, stack = {loss}, [loss]
+    while stack:
+        node = producers.get(stack.pop())
+        if node is not None and not node.op.type_only:
+            inputs = node.inputs[:1] if node.op.shape_adjoint else node.inputs
+            fresh = [i for i in inputs if i not in seen]
+            seen.update(fresh)
+            stack.extend(fresh)
+    return seen
+
+
+def _read_hint(name: str) -> str:
+    return (f"inside nd.grad of {name}: the function runs once on symbolic arguments to record "
+            f"what to differentiate, so their values (and values computed from them) are not "
+            f"known while it runs; {KEEP_IN_OPS}, or pass the value as an argument outside "
+            f"argnums, which stays a concrete array")
 
 
 def _zeros_like(leaf: Any) -> Any:

@@ -19,6 +19,7 @@ outputs). Ops are recorded through the same op table and argument rules as eager
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -158,6 +159,11 @@ class SDVariable(GraphValue):
         """Compute this variable's value (ND4J ``eval``)."""
         return self.sd.output(placeholders or {}, self._name)[self._name]
 
+    def __reduce__(self) -> tuple:
+        """Pickled (and deep-copied) as (its SameDiff, its name): pickled together, a model
+        and its variables stay one graph."""
+        return (_variable, (self.sd, self._name))
+
     def __repr__(self) -> str:
         i = self._info
         return (f"SDVariable(name={i.name!r}, type={i.vtype.value}, shape={i.ttype.shape}, "
@@ -166,6 +172,10 @@ class SDVariable(GraphValue):
 
 class _Recorder(GraphRecorder):
     """A SameDiff's recorder: its handles are the SameDiff's own ``SDVariable`` s."""
+
+    read_hint = ("in a SameDiff graph: a variable's truth value or number is ambiguous until "
+                 "the graph runs; compute it with v.eval() or sd.output(...), or keep the "
+                 "computation in ops (sd.base.where(cond, a, b) instead of `if`)")
 
     def __init__(self, sd: "SameDiff") -> None:
         super().__init__(sd.graph)
@@ -407,7 +417,8 @@ class SameDiff:
             raise GraphError("output: name at least one variable to compute")
         names = [o.name if isinstance(o, SDVariable) else o for o in outputs]
         for n in names:
-            self._info(n)
+            if n not in self.graph.vars:
+                raise self.graph.unknown_output(n)
         nodes = self.graph.needed(names)
         values = self._initial_values(placeholders or {}, nodes, names)
         plan = self._plan(nodes, values, names)
@@ -670,7 +681,11 @@ class SameDiff:
         ``SerializationError`` subclass (``CorruptFileError``, ``FormatVersionError``,
         ``UnknownOpError``) naming the file for a file it cannot trust. ``graph.json`` beyond
         ``max_graph_bytes`` (default 256 MiB) is refused before it is inflated."""
-        saved = serialize.load(path, max_graph_bytes=max_graph_bytes)
+        return cls._from_saved(serialize.load(path, max_graph_bytes=max_graph_bytes),
+                               load_updater_state)
+
+    @classmethod
+    def _from_saved(cls, saved: serialize.Saved, load_updater_state: bool) -> "SameDiff":
         sd = cls(saved.graph)
         sd._losses = list(saved.losses)
         sd._training_config = saved.training_config
@@ -685,8 +700,68 @@ class SameDiff:
 
     fromFlatFile = from_flat_file
 
+    # -- models are values: pickle and deepcopy go through the file format ----------------
+    def __reduce__(self) -> tuple:
+        """``pickle`` (protocols 2-5) and ``copy.deepcopy`` carry a SameDiff as its file
+        (``serialize.to_bytes``: JSON and ``.npy``, no code), so multiprocessing, Dask and
+        joblib can ship it. The copy is independent and complete: graph, values, losses,
+        training config, updater state (training resumes identically), placeholder arrays set
+        with ``set_array``, built gradient variables and the name counters. A user-defined op
+        travels by its registered name: unpickling where it is not registered raises
+        ``UnknownOpError`` naming it. Not carried: compiled plans and caches (rebuilt on first
+        use), open ``name_scope`` blocks, and attributes a subclass adds. Listeners are never
+        part of a SameDiff (they are arguments of ``fit``).
+
+        >>> import copy, pickle, numpy as np
+        >>> sd = SameDiff.create()
+        >>> w = sd.var("w", np.ones(2, np.float32))
+        >>> sd2, w2 = pickle.loads(pickle.dumps((sd, w)))   # a variable pickles as (model, name)
+        >>> w2.sd is sd2, w2.eval().tolist()
+        (True, [1.0, 1.0])
+        >>> copy.deepcopy(sd).get_variable("w").get_arr().addi(1).numpy().tolist(), w.eval().tolist()
+        ([2.0, 2.0], [1.0, 1.0])
+        """
+        extras = {"placeholder_arrays": {k: v.copy() for k, v in self._placeholder_arrays.items()},
+                  "gradients": {k: dict(v) for k, v in self._grad_cache.items()},
+                  "name_counts": dict(self.graph.name_counts), "executed": self._executed}
+        return (_unpickle, (type(self), serialize.to_bytes(self), extras))
+
+    def __deepcopy__(self, memo: dict) -> "SameDiff":
+        # Structural: the same content as a pickle round trip, but sharing the immutable nodes
+        # instead of re-inferring every one (7 ms instead of ~290 ms for 1,000 nodes; as fast
+        # as copying the arrays for large weights); every array is copied.
+        graph = self.graph.copy()
+        for info in graph.vars.values():
+            if info.value is not None:
+                info.value = info.value.copy()
+        twin = memo[id(self)] = type(self)(graph)
+        twin._losses = list(self._losses)
+        twin._training_config = copy.deepcopy(self._training_config, memo)
+        old = self._updater_state
+        twin._updater_state = state = UpdaterState(old.iteration, old.epoch, old.batch)
+        state.arrays = {p: {k: a.copy() for k, a in slots.items()} for p, slots in old.arrays.items()}
+        twin._placeholder_arrays = {k: v.copy() for k, v in self._placeholder_arrays.items()}
+        twin._grad_cache = {k: dict(v) for k, v in self._grad_cache.items()}
+        twin._executed = self._executed
+        return twin
+
     def __repr__(self) -> str:
         return f"SameDiff({len(self.graph.vars)} variables, {len(self.graph.nodes)} ops)"
+
+
+def _unpickle(cls: type, data: bytes, extras: dict) -> SameDiff:
+    """Rebuild a pickled ``SameDiff`` (see ``SameDiff.__reduce__``)."""
+    sd = cls._from_saved(serialize.from_bytes(data, "<pickled SameDiff>"), True)
+    sd._placeholder_arrays = dict(extras.get("placeholder_arrays", {}))
+    sd._grad_cache = dict(extras.get("gradients", {}))
+    sd.graph.name_counts.update(extras.get("name_counts", {}))
+    sd._executed = bool(extras.get("executed", False))
+    return sd
+
+
+def _variable(sd: SameDiff, name: str) -> "SDVariable":
+    """Unpickle an ``SDVariable``: the variable ``name`` of its (unpickled) graph."""
+    return sd.get_variable(name)
 
 
 #: Methods of ND4J's SameDiff (and other libraries) that nd4py spells differently.

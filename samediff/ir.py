@@ -147,6 +147,18 @@ class Graph:
             raise UnknownVariableError(f"no variable named {name!r} in this graph"
                                        f"{did_you_mean(name, self.vars)}") from None
 
+    def unknown_output(self, name: str, what: str = "output") -> UnknownVariableError:
+        """The error for asking ``what`` for a variable the graph lacks: the closest names,
+        then the graph's outputs (its op results, the ones no op reads first) to choose from."""
+        read = {i for node in self.nodes for i in node.inputs}
+        results = [o for node in self.nodes for o in node.outputs]
+        outputs = [o for o in results if o not in read] + [o for o in results if o in read]
+        listed = ", ".join(repr(o) for o in outputs[:12]) + (" ..." if len(outputs) > 12 else "")
+        return UnknownVariableError(
+            f"{what}: no variable named {name!r} in this graph{did_you_mean(name, self.vars)} "
+            f"The graph's outputs: {listed or 'none (it has no ops)'} "
+            f"({len(self.vars)} variables in all; sd.variableNames() lists them)")
+
     def add_var(self, name: str, vtype: VariableType, ttype: TensorType,
                 value: np.ndarray | None = None, producer: Node | None = None) -> Var:
         if name in self.vars:

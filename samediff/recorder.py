@@ -32,7 +32,7 @@ from .binding import WEAK_SCALARS, is_array_like
 from .errors import GraphError, OpError
 from .ir import Graph, VariableType
 from .ops import OpDef, TensorType
-from .surface import NdInt, OpSurface
+from .surface import KEEP_IN_OPS, NdInt, OpSurface, read_error
 
 
 class GraphValue(OpSurface):
@@ -53,6 +53,11 @@ class GraphValue(OpSurface):
             return self._apply(op, inputs, attrs)
         raise GraphError(f"{op.name}i: graph variables are immutable values; "
                          f"use v = v.{op.name}(...) instead")
+
+    def __reduce__(self) -> tuple:
+        raise GraphError(f"cannot pickle or copy the graph value {self._name!r}: it is a handle "
+                         f"on a graph being recorded (nd.grad, autodiff); pickle the SameDiff "
+                         f"or the computed arrays instead")
 
     @property
     def name(self) -> str:
@@ -97,6 +102,16 @@ class GraphValue(OpSurface):
                              f"an output() result (out.length())")
         return NdInt(size)
 
+    def _read_error(self, what: str) -> Any:
+        """``bool(v)``, ``float(v)``...: the same error a traced array gives, with the
+        recorder's hint (where the value is symbolic, what to do instead)."""
+        graph = self._recorder.graph
+        origin = next((f"produced by {n.op.name} (node {i})" for i, n in enumerate(graph.nodes)
+                       if self._name in n.outputs), None)
+        if origin is None:
+            origin = f"{self._var.vtype.value.lower()} {self._name!r}"
+        return read_error(f"{origin}, {self._var.ttype}, in {what}", self._recorder.read_hint)
+
     def __repr__(self) -> str:
         return f"GraphValue({self._name!r}, {self._var.ttype})"
 
@@ -108,6 +123,9 @@ class GraphRecorder:
     the newest (innermost) one."""
 
     _created = itertools.count()
+    #: What a user reading a recorded value's data is told (``nd.grad`` and SameDiff say more).
+    read_hint = (f"while a graph is being recorded: its values exist only when the graph runs; "
+                 f"{KEEP_IN_OPS}")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph

@@ -39,6 +39,7 @@ with attributes in the JSON form of ``encode_attr``. Name scopes live in the nam
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
@@ -110,16 +111,32 @@ def save(sd: Any, path: str | os.PathLike, *, save_updater_state: bool = True) -
     """
     doc, arrays = _to_document(sd, save_updater_state)
     text = json.dumps(doc, indent=1)  # the document is checked JSON-clean by _to_document
-    path = os.fspath(path)
+    write_atomically(os.fspath(path),
+                     lambda f: _write_zip(f, text, arrays, zipfile.ZIP_DEFLATED))
 
-    def write(f: IO[bytes]) -> None:
-        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(GRAPH_JSON, text)
-            for member, arr in arrays:
-                with zf.open(member, "w", force_zip64=True) as out:
-                    np.save(out, arr, allow_pickle=False)
 
-    write_atomically(path, write)
+def to_bytes(sd: Any) -> bytes:
+    """``sd`` in the file format, as bytes (what pickling a ``SameDiff`` carries): the same
+    content ``save`` writes, updater state included, but stored uncompressed — weights barely
+    deflate, and deflating a large model would cost seconds on every pickle or deepcopy.
+
+    >>> from samediff import SameDiff
+    >>> sd = SameDiff.create(); _ = sd.var("w", "ones", "float", 2)
+    >>> from_bytes(to_bytes(sd)).graph.vars["w"].value.tolist()
+    [1.0, 1.0]
+    """
+    doc, arrays = _to_document(sd, True)
+    buf = io.BytesIO()
+    _write_zip(buf, json.dumps(doc), arrays, zipfile.ZIP_STORED)
+    return buf.getvalue()
+
+
+def _write_zip(f: IO[bytes], text: str, arrays: list, compression: int) -> None:
+    with zipfile.ZipFile(f, "w", compression=compression) as zf:
+        zf.writestr(GRAPH_JSON, text)
+        for member, arr in arrays:
+            with zf.open(member, "w", force_zip64=True) as out:
+                np.save(out, arr, allow_pickle=False)
 
 
 def _to_document(sd: Any, save_updater_state: bool) -> tuple[dict, list]:
@@ -211,18 +228,28 @@ def load(path: str | os.PathLike, *, max_graph_bytes: int | None = None) -> Save
     path = os.fspath(path)
     limit = MAX_GRAPH_JSON_BYTES if max_graph_bytes is None else max_graph_bytes
     with open(path, "rb") as f:  # errors opening the file are the file system's, not damage
-        try:
-            with _open_zip(f, path) as zf:
-                doc = _read_document(zf, path, limit)
-                return _build(doc, zf, path)
-        except (SerializationError, MemoryError):
-            raise  # ours name the file; MemoryError is the machine's, not the file's
-        except NdError as exc:  # the graph machinery rejected the content
-            raise CorruptFileError(f"load: {path!r}: the saved graph is inconsistent: "
-                                   f"{exc}") from exc
-        except Exception as exc:  # noqa: BLE001 -- see the note above ``load``
-            raise CorruptFileError(f"load: {path!r} is damaged and cannot be loaded "
-                                   f"({type(exc).__name__}: {_short.repr(str(exc))})") from exc
+        return _load_from(f, path, limit)
+
+
+def from_bytes(data: bytes, source: str = "<bytes>") -> Saved:
+    """Read what ``to_bytes`` made, with every check ``load`` makes; errors name ``source``
+    (e.g. ``"<pickled SameDiff>"``). Unbounded: the bytes are already in memory."""
+    return _load_from(io.BytesIO(data), source, max(len(data), MAX_GRAPH_JSON_BYTES))
+
+
+def _load_from(f: IO[bytes], path: str, limit: int) -> Saved:
+    try:
+        with _open_zip(f, path) as zf:
+            doc = _read_document(zf, path, limit)
+            return _build(doc, zf, path)
+    except (SerializationError, MemoryError):
+        raise  # ours name the file; MemoryError is the machine's, not the file's
+    except NdError as exc:  # the graph machinery rejected the content
+        raise CorruptFileError(f"load: {path!r}: the saved graph is inconsistent: "
+                               f"{exc}") from exc
+    except Exception as exc:  # noqa: BLE001 -- see the note above ``load``
+        raise CorruptFileError(f"load: {path!r} is damaged and cannot be loaded "
+                               f"({type(exc).__name__}: {_short.repr(str(exc))})") from exc
 
 
 def _open_zip(f: IO[bytes], path: str) -> zipfile.ZipFile:

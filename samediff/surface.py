@@ -7,14 +7,16 @@ method everywhere.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from .frontends import ND4J, names_to_ops
 from .frontends.nd4j import split_call
-from .frontends.numpy import numpy_function, numpy_index, numpy_ufunc
-from .errors import OpError
+from .frontends.numpy import (DTYPE_OPS, numpy_function, numpy_index, numpy_ufunc,
+                              with_dtype)
+from .errors import ArgumentConflictError, ConcretizationError, NdAttributeError, OpError
+from .ir import did_you_mean
 from .ops import REGISTRY, OpDef
 from .ops.shape_ops import index_to_spec
 
@@ -68,6 +70,37 @@ class OpSurface:
         """A copy (numpy's name for ``dup``)."""
         return self.dup()
 
+    def ravel(self, order: str = "C") -> Any:
+        """All elements as a 1-D array (numpy's ``ravel``: the ``flatten`` op, a view when the
+        buffer allows), read in 'C' (row-major) or 'F' (column-major) order.
+
+        >>> from samediff import create
+        >>> create([[1, 2], [3, 4]]).ravel("F").tolist()
+        [1, 3, 2, 4]
+        """
+        return self._apply(REGISTRY["flatten"], [self], {"order": order.lower()})
+
+    def __iter__(self) -> Iterator[Any]:
+        """Rows along the first dim. A 0-d value is not iterable (``iter`` raises TypeError
+        at once, as numpy's does), so ``np.iterable(x.mean())`` is False and matplotlib
+        treats it as a scalar."""
+        shape = self.shape
+        if not shape:
+            raise TypeError("iteration over a 0-d array")
+        if shape[0] < 0:
+            raise TypeError(f"iteration over this {type(self).__name__}: its first dim is unknown "
+                            f"until run time (shape {tuple(shape)}); index it (v[i]) instead")
+        return (self[i] for i in range(shape[0]))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: suggest the nearest method names (lazily).
+        message = f"{type(self).__name__!r} object has no attribute {name!r}"
+        if name.startswith("_"):
+            raise AttributeError(message)
+        cls = type(self)
+        raise NdAttributeError(message, lambda: did_you_mean(
+            name, [n for n in dir(cls) if not n.startswith("_")]))
+
     def clip(self, min: Any = None, max: Any = None) -> Any:
         """Clip to ``[min, max]`` (either may be None); array bounds use maximum/minimum."""
         out = self
@@ -101,9 +134,33 @@ class OpSurface:
             return self._apply(REGISTRY["ones_like"], [self], {"dtype": np.dtype(bool)})
         return self._apply(REGISTRY["neq"], [self, other], {})
 
+    # -- Python conversions. ``NDArray`` reads its buffer; a symbolic value has none while the
+    # function runs, and says so the same way everywhere (``read_error``): ``nd.grad``'s
+    # values, SameDiff variables and, through ``NDArray._data``, traced arrays.
     def __bool__(self) -> bool:
-        raise TypeError(f"the truth value of a {type(self).__name__} is ambiguous; "
-                        f"use .any() or .all()")
+        raise self._read_error("bool(), e.g. `if`")
+
+    def __float__(self) -> float:
+        raise self._read_error("float()")
+
+    def __int__(self) -> int:
+        raise self._read_error("int()")
+
+    def __complex__(self) -> complex:
+        raise self._read_error("complex()")
+
+    def __index__(self) -> int:
+        raise self._read_error("use as an index")
+
+    def item(self) -> Any:
+        """The single value as a Python scalar; a symbolic value has none yet (raises)."""
+        raise self._read_error("item()")
+
+    def _read_error(self, what: str) -> ConcretizationError:
+        """The error for reading this symbolic value's data by ``what`` (classes with data
+        never get here; graph values override it to name their variable and context)."""
+        return read_error(f"a {type(self).__name__}, in {what}", "while it is symbolic; "
+                          f"{KEEP_IN_OPS}")
 
     @property
     def T(self) -> Any:
@@ -132,6 +189,21 @@ class OpSurface:
         if _ARRAY_NAMESPACE is None:
             raise RuntimeError("the array API namespace is not loaded: import nd4py.array_api")
         return _ARRAY_NAMESPACE(api_version)
+
+
+#: The remedy every "cannot read a symbolic value" error gives (traced arrays, ``nd.grad``'s
+#: values, SameDiff variables): one wording, from one place.
+KEEP_IN_OPS = "keep the computation in ops (nd.where(cond, a, b) instead of `if`)"
+
+
+def read_error(description: str, hint: str) -> ConcretizationError:
+    """The error for reading the data of a symbolic value: ``description`` names the value
+    (and the conversion), ``hint`` says where it is symbolic and what to do instead.
+
+    >>> str(read_error("produced by gt (node 1)", "inside f: " + KEEP_IN_OPS))[:46]
+    'cannot read the data of a traced array (produc'
+    """
+    return ConcretizationError(f"cannot read the data of a traced array ({description}) {hint}")
 
 
 #: ``api_version -> namespace``, set by ``nd4py.array_api`` when imported (imports flow down).
@@ -179,8 +251,9 @@ def _op_method(op: OpDef) -> Callable:
     def method(self: OpSurface, *args: Any, **kwargs: Any) -> Any:
         if self._leading_name and args and isinstance(args[0], str) and _name_first(op, args):
             if "name" in kwargs:
-                raise OpError(f"{op.name}: output name given twice ({args[0]!r} and "
-                              f"name={kwargs['name']!r})")
+                raise ArgumentConflictError(f"{op.name}() got multiple values for the output "
+                                            f"name: {args[0]!r} (first argument) and "
+                                            f"name={kwargs['name']!r}; give it once")
             kwargs, args = {**kwargs, "name": args[0]}, args[1:]
         if self._leading_name and any(isinstance(a, str) for a in args) and not any(
                 kind.name in ("str", "dtype") for kind, _ in op.attr_kinds.values()):
@@ -188,6 +261,8 @@ def _op_method(op: OpDef) -> Callable:
             raise OpError(f"{op.name}: unexpected string {bad!r} (only a leading output name may "
                           f"be a string); expected v.{method.__name__}([name: str], "
                           f"{_signature(op)})")
+        # numpy's dtype= (x.sum(dtype=np.float64)): the numpy front end's rule
+        dtype = kwargs.pop("dtype", None) if op.name in DTYPE_OPS else None
         try:
             inputs, attrs, name = split_call(op, (self, *args), kwargs)
         except OpError as exc:
@@ -195,6 +270,8 @@ def _op_method(op: OpDef) -> Callable:
                 raise
             raise OpError(f"{exc}; expected v.{method.__name__}([name: str], "
                           f"{_signature(op)})") from None
+        if dtype is not None:
+            return with_dtype(self._apply, op.name, inputs, attrs, dtype, name)
         return self._apply(op, inputs, attrs, name)
     method.__name__ = op.name
     method.__doc__ = f"{op.doc}\n\nOp ``{op.name}`` (inputs {op.inputs}, attrs {dict(op.attr_kinds) or '{}'})."

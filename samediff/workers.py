@@ -32,7 +32,10 @@ reads after its own fenced store, so no wake-up is lost.
 The helper takes one job at a time: a second caller (another user thread, or a job that
 itself calls ``both``) finds it busy and runs both halves itself, in order -- same results,
 no deadlock. ``ND4PY_WORKERS=1`` turns the helper off (every ``both`` then runs serially).
-After ``os.fork`` the child starts a helper of its own on first use.
+Either way the work is split the same (``halves`` looks at sizes only), so results are bit
+for bit the same with or without the helper, busy or free.
+After ``os.fork`` the child starts a helper of its own on first use (and a fork waits for
+the kernels in flight, helper halves included: ``samediff.forksafe``).
 
 >>> from samediff.workers import both
 >>> out = [0, 0]
@@ -48,7 +51,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import spin
+from . import forksafe, spin
 
 __all__ = ["both", "halves", "on_halves", "enabled", "NO_GO"]
 
@@ -107,6 +110,7 @@ class _Helper:
 
     # -- the helper's side
     def _loop(self) -> None:
+        forksafe.nested_thread()  # its jobs are halves of kernels their callers count in flight
         last = 0  # the ticket of the last job run
         found = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY, False)
         while True:
@@ -217,13 +221,23 @@ def both(first: Callable, second: Callable[[], None], *, gated: bool = False) ->
 
 def halves(n: int, work: int, least: int) -> list[range]:
     """``range(n)`` (images, units, rows...) in two halves for ``on_halves`` when there are
-    two items, a helper, and ``work`` of at least ``least`` (below it the hand-off costs
-    more than it saves); else whole.
+    two items and ``work`` of at least ``least`` (below it the hand-off costs more than it
+    saves); else whole.
 
-    >>> halves(5, 100, 10) if enabled() else [range(0, 3), range(3, 5)]
+    The split depends on the sizes alone -- not on whether there is a helper
+    (``ND4PY_WORKERS=1``, one CPU) nor on whether it is free: without it ``both`` runs the
+    two halves in turn. So every result is computed by the same arithmetic in the same order
+    whichever thread takes which half, and training is bit-reproducible with or without the
+    helper: halves do not always compute what the whole would (a weight adjoint sums its
+    halves' partial sums; OpenBLAS takes its small-matrix kernels, summing in another order,
+    for a half that the whole would not).
+
+    >>> halves(5, 100, 10)
     [range(0, 3), range(3, 5)]
+    >>> halves(5, 100, 1000)
+    [range(0, 5)]
     """
-    if n < 2 or not _ENABLED or work < least:
+    if n < 2 or work < least:
         return [range(n)]
     h = (n + 1) // 2
     return [range(0, h), range(h, n)]

@@ -155,7 +155,7 @@ def test_split_call(op_name, args, kwargs, leading, expected):
 @pytest.mark.parametrize("op_name, args, kwargs, message", [
     ("matmul", (X,), {}, "missing input 'y'"),
     ("leaky_relu", (X, 0.1, 0.2), {}, "too many positional arguments"),
-    ("leaky_relu", (X, 0.1), {"alpha": 0.2}, "given twice"),
+    ("leaky_relu", (X, 0.1), {"alpha": 0.2}, "got multiple values for argument 'alpha'"),
     ("concat", (1,), {}, "expected at least one array"),
 ])
 def test_split_call_errors_name_the_op(op_name, args, kwargs, message):

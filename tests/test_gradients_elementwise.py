@@ -58,7 +58,9 @@ def _family(op) -> bool:
 
 
 FAMILY = sorted(n for n, op in REGISTRY.items() if _family(op))
-DIFFERENTIABLE = [n for n in FAMILY if REGISTRY[n].grad is not NONDIFF]
+# stop_gradient's zero gradient is a definition, not its derivative: tests/test_jax_expectations.py
+DIFFERENTIABLE = [n for n in FAMILY
+                  if REGISTRY[n].grad is not NONDIFF and not REGISTRY[n].stops_gradient]
 
 
 def checkable(sample) -> bool:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nd4py as nd
-from samediff.errors import GraphError
+from samediff.errors import GraphError, TrainingError
 from samediff.init import (ConstantInitScheme, IdentityInitScheme, LecunUniformInitScheme,
                            OneInitScheme, ReluInitScheme, UniformInitScheme, WeightInit,
                            XavierInitScheme, ZeroInitScheme)
@@ -469,3 +469,139 @@ def test_class_style_udf_with_two_outputs(tmp_path):
             nd.wrong_count_class(nd.create([1.0]))
     finally:
         unregister("wrong_count_class")
+
+
+# --- ND4J's positional call forms (issue 21, item 5): references from first principles ---------
+
+M = np.array([[1.0, 4.0, 2.0, 8.0], [3.0, 0.0, 7.0, 5.0], [6.0, 2.0, 9.0, 1.0]])
+
+
+def _var(rows: list[list[float]], bias_corrected: bool) -> list[float]:
+    """Variance of each list: squared deviations from the mean over n (or n - 1)."""
+    out = []
+    for r in rows:
+        mean = sum(r) / len(r)
+        out.append(sum((v - mean) ** 2 for v in r) / (len(r) - bias_corrected))
+    return out
+
+
+def test_split_reads_numsplit_then_splitdim():
+    x = nd.create(M)
+    parts = nd.split(x, 2, 1)                       # ND4J: split(input, numSplit, splitDim)
+    assert [p.numpy().tolist() for p in parts] == [[r[:2] for r in M.tolist()],
+                                                   [r[2:] for r in M.tolist()]]
+    assert [p.shape for p in x.split(4, 1)] == [(3, 1)] * 4
+    sd = nd.SameDiff.create()
+    v = sd.placeHolder("in", nd.DOUBLE, -1, 4)       # unknown rows: the old reading (sizes
+    a, b = sd.split("parts", v, 2, 1)                # (2, 1) on dim 0) failed only at run time
+    assert a.shape == b.shape == (-1, 2)
+    out = sd.output({"in": M}, "parts", "parts:1")
+    assert out["parts:1"].numpy().tolist() == [r[2:] for r in M.tolist()]
+    assert [p.shape for p in x.split([1, 2], 0)] == [(1, 4), (2, 4)]  # sizes: one sequence
+    with pytest.raises(nd.OpError, match=r"split: split\(x, 1, 1, 1\) is ambiguous.*"
+                                         r"split\(x, \[1, 1, 1\], axis=0\)"):
+        sd.split(v, 1, 1, 1)                         # refused when called, not when run
+
+
+def test_variance_and_std_read_biascorrected_then_dims():
+    x = nd.create(M)
+    cols = [list(c) for c in zip(*M.tolist())]
+    np.testing.assert_allclose(x.variance(True, 0).numpy(), _var(cols, True))
+    np.testing.assert_allclose(x.variance(False, 0).numpy(), _var(cols, False))
+    np.testing.assert_allclose(x.std(True, 1).numpy(), np.sqrt(_var(M.tolist(), True)))
+    kept = x.standardDeviation(True, True, 1)        # (biasCorrected, keepDims, dims...)
+    np.testing.assert_allclose(kept.numpy(), np.sqrt(_var(M.tolist(), True))[:, None])
+    np.testing.assert_allclose(x.variance(True).item(), _var([M.ravel().tolist()], True)[0])
+    sd = nd.SameDiff.create()
+    v = sd.placeHolder("in", nd.DOUBLE, -1, 4)
+    out = sd.variance("var0", v, True, 0)
+    np.testing.assert_allclose(sd.output({"in": M}, out)["var0"].numpy(), _var(cols, True))
+    with pytest.raises(nd.OpError, match=r"got multiple values for argument 'bias_corrected'"):
+        x.variance(True, 0, biasCorrected=False)
+
+
+def test_reductions_and_cumsum_read_nd4js_flags_first():
+    x = nd.create(M)
+    assert x.sum(True, 1).numpy().tolist() == [[sum(r)] for r in M.tolist()]  # (keepDims, dims)
+    assert x.argmax(True, 1).numpy().tolist() == [[r.index(max(r))] for r in M.tolist()]
+    row = M[0].tolist()
+    exclusive = [sum(row[:i]) for i in range(len(row))]
+    assert x.cumsum(True, False, 1).numpy()[0].tolist() == exclusive  # (exclusive, reverse, axis)
+    assert x.cumsum(False, True, 1).numpy()[0].tolist() == [sum(row[i:]) for i in range(4)]
+    with pytest.raises(nd.OpError, match=r"cumsum: expected ND4J's cumsum\(x, exclusive, "
+                                         r"reverse, axis...\) with bool flags then one int axis"):
+        x.cumsum(True, False, 0, 1)
+
+
+def test_concat_and_stack_read_a_leading_dimension():
+    a, b = nd.create(M[:2]), nd.create(M[2:])
+    assert nd.concat(0, a, b).numpy().tolist() == M.tolist()          # Nd4j.concat(dim, arrays...)
+    assert nd.concat(1, a, a).numpy().tolist() == [r + r for r in M[:2].tolist()]
+    assert nd.stack(0, a, a).shape == (2, 2, 4)
+    # nd4py's and numpy's forms are unchanged: the arrays first, as one sequence
+    assert nd.concat([a, b], axis=0).numpy().tolist() == M.tolist()
+    assert np.concatenate([a, b], axis=0).numpy().tolist() == M.tolist()
+    sd = nd.SameDiff.create()
+    va, vb = sd.constant("a", M[:2]), sd.constant("b", M[2:])
+    assert sd.concat("c", 0, va, vb).eval().numpy().tolist() == M.tolist()
+    with pytest.raises(nd.OpError, match=r"concat\(\) got multiple values for argument 'axis'"):
+        nd.concat(0, a, b, axis=1)
+
+
+def test_layer_norm_takes_null_gain_and_bias_before_keywords():
+    x = nd.create(M)
+    want = [[(v - sum(r) / 4) / (sum((u - sum(r) / 4) ** 2 for u in r) / 4 + 1e-5) ** 0.5
+             for v in r] for r in M.tolist()]
+    np.testing.assert_allclose(nd.layer_norm(x, None, None, dims=1).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(nd.layer_norm(x, None, None, True, 1).numpy(), want, rtol=1e-6)
+
+
+def test_creation_and_random_read_nd4js_datatype_positions():
+    sd = nd.SameDiff.create()
+    assert sd.linspace(nd.DOUBLE, 0.0, 1.0, 5).eval().numpy().tolist() == [0, .25, .5, .75, 1]
+    normal = sd.random.normal(0.0, 1.0, nd.FLOAT, 3, 4)     # (mean, stddev, dataType, shape...)
+    assert normal.shape == (3, 4) and normal.dtype == np.float32
+    low_high = sd.random.uniform(2.0, 3.0, nd.DOUBLE, [50]).eval().numpy()
+    assert low_high.shape == (50,) and low_high.min() >= 2.0 and low_high.max() < 3.0
+    assert sd.random.bernoulli(1.0, nd.FLOAT, 2, 2).eval().numpy().tolist() == [[1, 1], [1, 1]]
+
+
+def test_repeat_with_two_ints_is_ambiguous_and_refused():
+    x = nd.create(M)
+    with pytest.raises(nd.OpError, match=r"repeat: repeat\(x, 2, 1\) is ambiguous.*repeats="):
+        x.repeat(2, 1)
+    assert x.repeat(2, axis=1).shape == (3, 8)
+
+
+# --- errors that say where a name came from (issue 21, "Errors") -------------------------------
+
+def _labelled_graph() -> nd.SameDiff:
+    sd = nd.SameDiff.create()
+    x = sd.placeHolder("x", nd.FLOAT, -1, 2)
+    y = sd.placeHolder("label", nd.FLOAT, -1, 1)
+    w = sd.var("w", np.ones((2, 1), np.float32))
+    p = sd.nn.sigmoid("probs", x.mmul(w))
+    ((p - y) ** 2).mean().markAsLoss()
+    sd.setTrainingConfig(TrainingConfig.Builder().updater(Adam(0.1)).dataSetFeatureMapping("x")
+                         .dataSetLabelsMapping("label").build())
+    return sd
+
+
+def test_unknown_output_lists_outputs_with_a_did_you_mean():
+    sd = _labelled_graph()
+    with pytest.raises(KeyError, match=r"output: no variable named 'probz' in this graph; "
+                                       r"did you mean 'probs'\? The graph's outputs: 'mean'.*"
+                                       r"'probs'"):
+        sd.output({"x": np.ones((1, 2), np.float32)}, "probz")
+
+
+def test_a_missing_label_placeholder_says_it_came_from_label_mapping():
+    sd = _labelled_graph()
+    batch = {"x": np.ones((4, 2), np.float32)}
+    pattern = (r"label placeholder 'label' .*missing from the batch \(got \['x'\]\); it is "
+               r"expected because .*label_mapping.*\['label'\].*dicts with a 'label' key")
+    with pytest.raises(TrainingError, match=pattern):
+        sd.fit([batch], 1, verbose=0)
+    with pytest.raises(TrainingError, match=pattern):
+        sd.evaluate([batch], "probs", nd.Evaluation())
+    assert sd.updater_state is None or sd.updater_state.iteration == 0  # nothing was trained

@@ -21,16 +21,17 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from samediff.array import CURRENT_TRACE, NDArray
 from samediff.compiler.cache import PLAN_CACHE, check_cache_size
-from samediff.errors import TracingError
+from samediff.errors import ConfigError, TracingError
+from samediff.ir import did_you_mean
 from samediff.functional import tree_leaves
 from samediff.ops import TensorType
-from samediff.surface import OpSurface
+from samediff.surface import KEEP_IN_OPS, OpSurface
 
 from .trace import Trace
 
@@ -40,10 +41,10 @@ _LEAF = ("leaf",)
 #: ``nd.set_cache_size(signatures=n)`` changes it, ``nd.compile(fn, max_signatures=n)`` per function.
 DEFAULT_MAX_SIGNATURES = 64
 
-_READ_HINT = ("inside a compiled function: its Python code runs only when a new signature is "
-              "traced, so a value read now would be frozen into every later call. Keep the "
-              "computation in ops (nd.where(cond, a, b) instead of `if`), or pass the value as a "
-              "non-array argument, which is part of the cache key")
+_READ_HINT = (f"inside a compiled function: its Python code runs only when a new signature is "
+              f"traced, so a value read now would be frozen into every later call; "
+              f"{KEEP_IN_OPS}, or pass the value as a non-array argument (static_argnums / "
+              f"static_argnames), which is part of the cache key")
 
 
 def _to_ndarrays(obj: Any) -> Any:
@@ -56,8 +57,27 @@ def _to_ndarrays(obj: Any) -> Any:
     return obj
 
 
+class _Static:
+    """An argument named in ``static_argnums``/``static_argnames``: passed through as the
+    Python value it is, and part of the cache key (typed, element by element)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _typed(value: Any) -> Any:
+    """``value``'s type, and its elements' for tuples: (1, 2) and (1, 2.0) are equal but trace
+    differently, so they must not share a signature."""
+    if type(value) is tuple:
+        return (tuple, tuple(_typed(v) for v in value))
+    return type(value)
+
+
 def _flatten(obj: Any, leaves: list) -> Any:
     """Structure of ``obj`` with arrays replaced by ``_LEAF`` (appended to ``leaves``)."""
+    if isinstance(obj, _Static):
+        return ("static", obj.value, _typed(obj.value))
     if isinstance(obj, NDArray):
         leaves.append(obj)
         return _LEAF
@@ -143,9 +163,14 @@ class CompiledFunction:
     """
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None,
-                 max_signatures: int | None = None, training: bool = False) -> None:
+                 max_signatures: int | None = None, training: bool = False,
+                 static_argnums: int | Sequence[int] = (),
+                 static_argnames: str | Sequence[str] = ()) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self._static_spec = (static_argnums, static_argnames)
+        self._static_nums, self._static_names = _static_arguments(
+            fn, static_argnums, static_argnames, name or getattr(fn, "__qualname__", repr(fn)))
         self.training = training  # traced in training mode (dropout on, batch statistics)
         self.name = name or getattr(fn, "__qualname__", repr(fn))
         self._max_signatures = None if max_signatures is None else check_cache_size(max_signatures)
@@ -172,9 +197,11 @@ class CompiledFunction:
             bound = obj.__dict__.get(slot)
         except AttributeError:  # no __dict__ (slots): the instance becomes a static argument
             return functools.partial(self, obj)
-        if bound is None:
+        if bound is None:  # the bound method's argument 0 is the original's argument 1
+            nums, names = self._static_spec
+            nums = (nums,) if isinstance(nums, int) else tuple(nums)
             bound = CompiledFunction(self.fn.__get__(obj, objtype), self.name, self._max_signatures,
-                                     self.training)
+                                     self.training, tuple(i - 1 for i in nums if i > 0), names)
             obj.__dict__[slot] = bound
         return bound
 
@@ -194,7 +221,7 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             finally:
                 outer.training = mode
-        if not kwargs:  # fast path: positional arrays only (the common replay)
+        if not kwargs and not self._static_nums:  # fast path: positional arrays only
             try:
                 fast = tuple([(x._data.dtype, x._data.shape) for x in args if type(x) is NDArray])
             except Exception:  # e.g. an unmaterialized LazyArray: take the general path
@@ -206,6 +233,8 @@ class CompiledFunction:
                     return self._replay(entry, list(args))
         if _has_graph_values(args, kwargs):  # nd.grad of a compiled function, SDVariables:
             return self.fn(*args, **kwargs)  # the ops record into those values' graph
+        if self._static_nums or self._static_names:
+            args, kwargs = self._mark_static(args, kwargs)
         args, kwargs = _to_ndarrays(args), _to_ndarrays(kwargs)
         leaves: list[NDArray] = []
         structure = _flatten((args, kwargs), leaves)
@@ -215,6 +244,30 @@ class CompiledFunction:
             return self._trace_and_run(args, kwargs, leaves, structure, signature)
         self._touch(entry)
         return self._replay(entry, leaves)
+
+    def _mark_static(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Wrap the static arguments (checked: hashable, no arrays) so ``_flatten`` keys them
+        by value and the traced function receives them as they are."""
+        def wrap(value: Any, label: str) -> _Static:
+            if any(isinstance(v, (OpSurface, np.ndarray)) for v in tree_leaves(value)):
+                raise TypeError(f"{self.name}: static argument {label} is an array "
+                                f"({type(value).__name__}); static arguments are Python values "
+                                f"that become part of the cache key (a flag, a size, a mode). "
+                                f"Pass arrays as ordinary (traced) arguments")
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"{self.name}: static argument {label} must be hashable: it is "
+                                f"part of the cache key; got an unhashable "
+                                f"{type(value).__name__} ({value!r:.60}). Pass a tuple instead "
+                                f"of a list, or make it an ordinary argument") from None
+            return _Static(value)
+        n = len(args)
+        args = tuple(wrap(a, f"{self._static_nums[i]} (position {i})") if i in self._static_nums else a
+                     for i, a in enumerate(args)) if any(i < n for i in self._static_nums) else args
+        kwargs = {k: wrap(v, repr(k)) if k in self._static_names else v
+                  for k, v in kwargs.items()}
+        return args, kwargs
 
     def _touch(self, entry: _Entry) -> None:
         try:  # most recently used last; another thread may have just evicted it: harmless
@@ -412,8 +465,26 @@ class CompiledGraphFunction(CompiledFunction):
 
 
 def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = None,
-            max_signatures: int | None = None, training: bool = False) -> Any:
+            max_signatures: int | None = None, training: bool = False,
+            static_argnums: int | Sequence[int] = (),
+            static_argnames: str | Sequence[str] = ()) -> Any:
     """Compile ``fn``: ``@nd.compile``, ``nd.compile(fn)``, or ND4J's ``nd.compile(n, fn)``.
+
+    ``static_argnums`` / ``static_argnames`` (as in ``jax.jit``) name arguments that are Python
+    values, not arrays: the function receives them as they are (so ``if flag:`` works), they
+    must be hashable, and each new value is a new signature (a retrace). A number names the
+    parameter too, and a name its position, so either form may be passed either way. They are
+    checked when the function is compiled: an unknown name or an out-of-range position raises
+    ``ConfigError``.
+
+    >>> import nd4py as nd
+    >>> @nd.compile(static_argnames=("n",))
+    ... def power(x, n):
+    ...     for _ in range(n - 1):   # a Python loop over a static value
+    ...         x = x * x
+    ...     return x
+    >>> power(nd.create([2.0]), n=3).numpy().tolist(), power(nd.create([2.0]), 2).tolist()
+    ([16.0], [4.0])
 
     ``max_signatures`` bounds how many input signatures (shapes, dtypes, static arguments) the
     function keeps traced; the least recently used are forgotten (default
@@ -426,8 +497,59 @@ def compile(fn: Any = None, fn2: Callable | None = None, *, name: str | None = N
             raise TypeError("nd.compile(num_inputs, fn): fn is missing")
         return CompiledGraphFunction(fn, fn2, max_signatures)
     if fn is None:
-        return lambda f: CompiledFunction(f, name, max_signatures, training)
-    return CompiledFunction(fn, name, max_signatures, training)
+        _static_arguments(None, static_argnums, static_argnames, "nd.compile")  # types, now
+        return lambda f: CompiledFunction(f, name, max_signatures, training, static_argnums,
+                                          static_argnames)
+    return CompiledFunction(fn, name, max_signatures, training, static_argnums, static_argnames)
+
+
+def _static_arguments(fn: Callable | None, argnums: int | Sequence[int],
+                     argnames: str | Sequence[str], name: str) -> tuple[dict[int, str], set[str]]:
+    """Resolve ``static_argnums``/``static_argnames`` against ``fn``'s signature, as ``jax.jit``
+    does: positions -> parameter names (``{0: "x"}``; a position without a name, in ``*args``,
+    is labelled ``"*args"``) and the set of names passed by keyword. A bad entry raises
+    ``ConfigError`` naming it and the parameters there are."""
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    names = (argnames,) if isinstance(argnames, str) else argnames
+    try:
+        nums, names = tuple(nums), tuple(names)
+    except TypeError:
+        raise ConfigError(f"{name}: static_argnums must be an int or a sequence of ints and "
+                          f"static_argnames a str or a sequence of strs; got {argnums!r} and "
+                          f"{argnames!r}") from None
+    bad = [i for i in nums if not isinstance(i, int) or isinstance(i, bool)]
+    bad += [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ConfigError(f"{name}: static_argnums takes ints and static_argnames strs; got "
+                          f"{bad!r}")
+    if fn is None:
+        return {}, set()
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature (a builtin): take the spec as given
+        return {i: f"argument {i}" for i in nums}, set(names)
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    by_keyword = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    var_args = any(p.kind is p.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    where = f"{name}{inspect.signature(fn)}"
+    static_nums: dict[int, str] = {}
+    for i in nums:
+        j = i + len(positional) if i < 0 and not var_args else i
+        if j < 0 or (j >= len(positional) and not var_args):
+            raise ConfigError(f"{where}: static_argnums entry {i} is out of range: the function "
+                              f"takes {len(positional)} positional argument(s)")
+        static_nums[j] = positional[j] if j < len(positional) else "*args"
+    static_names = {n for n in static_nums.values() if n in by_keyword}
+    for n in names:
+        if n not in by_keyword and not var_kw:
+            hint = did_you_mean(n, by_keyword) or f"; its parameters: {', '.join(by_keyword)}"
+            raise ConfigError(f"{where}: static_argnames entry {n!r} is not a parameter that can "
+                              f"be passed by name{hint}")
+        static_names.add(n)
+        if n in positional:
+            static_nums[positional.index(n)] = n
+    return static_nums, static_names
 
 
 def _has_graph_values(args: tuple, kwargs: dict) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from samediff.array import NDArray
-from samediff.surface import NdInt
+from samediff.surface import NdInt, read_error
 from samediff.errors import TracingError
 from samediff.ops import TensorType
 
@@ -49,8 +49,7 @@ class LazyArray(NDArray):
         if self._state is FAILED:
             raise TracingError(f"this traced array ({self._description}) never got a value: "
                                f"{self._failure}")
-        raise TracingError(f"cannot read the data of a traced array ({self._description}) "
-                           f"{self._trace.read_hint}")
+        raise read_error(self._description, self._trace.read_hint)  # as nd.grad's values
 
     @property
     def _description(self) -> str:

@@ -20,6 +20,7 @@ from samediff.errors import NdDTypeError, OpError, TracingError
 from samediff.graph import SameDiff
 from samediff.ir import Graph, Node, VariableType
 from samediff.ops import OpDef, TensorType, get_op
+from samediff.surface import KEEP_IN_OPS
 
 from .lazy import PENDING, LazyArray
 
@@ -31,8 +32,7 @@ class Trace:
     """A recording of op calls on slots, finished into a cached plan."""
 
     #: What a user reading traced data is told to do instead (a compiled function says more).
-    read_hint = ("before its graph_scope ends; read it after the `with` block, or keep the "
-                 "computation in ops (e.g. nd.where instead of `if`)")
+    read_hint = f"before its graph_scope ends; read it after the `with` block, or {KEEP_IN_OPS}"
 
     def __init__(self, owner: Hashable = None, read_hint: str | None = None,
                  training: bool = False) -> None:
@@ -53,6 +53,7 @@ class Trace:
         self._viewed: set[int] = set()             # slots something took a view of
         self._view_results: set[int] = set()       # slots that are views of another slot
         self._arguments: set[int] = set()          # id() of argument proxies (add_argument)
+        self._donors: dict[int, int] = {}          # id(eager in-place target) -> its input slot
 
     # -- slots ------------------------------------------------------------------------------
     def _new_slot(self, ttype: TensorType) -> int:
@@ -170,6 +171,7 @@ class Trace:
             if id(target) in self._arguments:  # the caller's array is updated after each call
                 self._writebacks[id(target)] = (target, result._slot)
         else:
+            self._donors.setdefault(id(target), self._slot_by_id[id(target)])
             self._slot_by_id[id(target)] = result._slot
             self._writebacks[id(target)] = (target, result._slot)
         return target
@@ -200,7 +202,18 @@ class Trace:
 
     def plan_for(self, output_slots: tuple[int, ...]) -> Any:
         return get_plan(self.key(output_slots), self.nodes, self.input_slots, output_slots,
-                        self.types, owner=self.owner)
+                        self.types, donate=self.donations(), owner=self.owner)
+
+    def donations(self) -> dict[int, int] | None:
+        """``{write-back slot: the target's input slot}``: the plan may compute an in-place
+        update straight into the target's buffer (as numpy's ``out=``), with no full-size
+        temporary and no copy back. Not with symbolic arguments: arrays passed at call time
+        may alias each other, which record_inplace checks only for the arrays it sees. If a
+        plan fails after such a kernel ran, its target already holds the update."""
+        if self._arguments or not self._donors:
+            return None
+        return {slot: self._donors[id(t)] for t, slot in self._writebacks.values()
+                if id(t) in self._donors}
 
     def input_values(self) -> list[Any]:
         return [o._data if isinstance(o, NDArray) else o for o in self.input_objects]
@@ -220,7 +233,8 @@ class Trace:
         for x in alive:
             x._materialize(values[x._slot])
         for target, slot in writebacks:
-            np.copyto(target._data, values[slot], casting="same_kind")
+            if values[slot] is not target._data:  # else the plan wrote into it (donations)
+                np.copyto(target._data, values[slot], casting="same_kind")
         return plan, out_slots
 
     def discard(self, reason: str = "the graph_scope raised an exception; the trace was "

@@ -19,8 +19,8 @@ def _reduce(name: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> 
     if dt is not None and dt != x.dtype:
         x = op("cast", [x], dtype=dt)
     dims = axes_tuple(axis, ndim(x))
-    if dims == ():
-        return op("cast", [x], dtype=x.dtype)
+    if dims == ():  # reduces nothing: each element alone (all/any still give bools)
+        return op("cast", [x], dtype=np.dtype(bool) if name in ("all", "any") else x.dtype)
     if ndim(x) == 0:
         dims = None
     out = op(name, [x], dims=dims, keep_dims=keepdims or None)

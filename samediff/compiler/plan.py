@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import interpreter
+from .. import forksafe, interpreter
 from ..errors import NdError
 from ..ops import TensorType
 from ..ops.families import reduce_shape
@@ -37,6 +37,8 @@ BOOL = np.dtype(np.bool_)
 #: elements, 56-63 vs 94-112 at 512 Ki, even at 1 Mi, parallel ahead only at 4 Mi; a
 #: tanh-GELU 79-94 vs 105-121 at 128 Ki, even at 256 Ki, parallel ahead from 512 Ki (220 vs
 #: 320). At 1 << 16 the W7 step's relu and its adjoint cost 0.11-0.17 ms, serial 0.05-0.10.
+#: A child forked after Numba started its GNU OpenMP pool runs every group serially
+#: (``forksafe.parallel_ok``: Numba kills a child that uses that pool).
 PARALLEL_THRESHOLD = 1 << 18
 _strict = os.environ.get("ND4PY_STRICT", "") not in ("", "0")
 _WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}  # Python scalars of each kind
@@ -339,7 +341,8 @@ class KernelStep:
         outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
                 if self.donated else [np.empty(shape, d) for d in self.out_dtypes])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
-        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
+        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
+              else self.kernels.kernel_ser)
         fn(*args, *[values[s] for s in self.scalars], *out_args)
         for s, o in zip(self.outputs, outs):
             values[s] = o
@@ -413,7 +416,8 @@ class RowStep(KernelStep):
             return False
         shape, views, rows, parallel = prep
         outs = [np.empty(shape, d) for d in self.out_dtypes]
-        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
+        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
+              else self.kernels.kernel_ser)
         fn(*[a.reshape(v) for a, v in zip(arrays, views)],
            *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
         for s, o in zip(self.outputs, outs):
@@ -485,7 +489,8 @@ class ReduceStep(KernelStep):
             return False
         rows, cols, views, out_shape, parallel = prep
         out = np.empty(rows, self.out_dtypes[0])
-        fn = self.kernels.kernel_par if parallel and not force_serial else self.kernels.kernel_ser
+        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
+              else self.kernels.kernel_ser)
         fn(*[a.reshape(v) for a, v in zip(arrays, views)], *[values[s] for s in self.scalars],
            out, cols)
         values[self.outputs[0]] = out.reshape(out_shape)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+import numpy as np
 
 from ..errors import OpError
+from ..ops.cnn import swap_weights
 
 
 class OpConfig(abc.ABC):
@@ -25,6 +28,55 @@ class OpConfig(abc.ABC):
     @abc.abstractmethod
     def op_attrs(self, op: Any) -> dict:
         """The attributes of ``op`` this config stands for."""
+
+    #: the fields that give the kernel size (the weights' spatial sizes), in weights order
+    KERNEL: ClassVar[tuple[str, ...]] = ()
+
+    def check_inputs(self, op: Any, inputs: list, attrs: dict) -> None:
+        """Refuse a config that disagrees with the call it is given to: a kernel size (``kH``,
+        ``kW``...) other than the weights' (the weights decide it; ND4J's configs repeat
+        it). ``inputs`` and ``attrs`` are the call's, the config's attributes among them.
+
+        >>> import numpy as np
+        >>> from samediff.ops import REGISTRY
+        >>> w = np.zeros((3, 3, 1, 4), np.float32)  # HWIO: a 3x3 kernel
+        >>> try:
+        ...     Conv2DConfig(kH=5, kW=5).check_inputs(REGISTRY["conv2d"], [w, w], {})
+        ... except OpError as e:
+        ...     print(str(e)[:76])
+        conv2d: Conv2DConfig says kH=5, kW=5 but the weights w (HWIO, shape (3, 3, 1
+        """
+        given = {f: getattr(self, f) for f in self.KERNEL if getattr(self, f) >= 1}
+        names = [s.rstrip("?") for s in op.inputs]
+        slot = next((i for i, n in enumerate(names) if n in ("w", "dw")), None)
+        if not given or slot is None or slot >= len(inputs):
+            return
+        shape = _static_shape(inputs[slot])
+        kind, default = op.attr_kinds.get("weights_format", (None, None))
+        if shape is None or kind is None:
+            return
+        wfmt = kind.coerce(attrs.get("weights_format", default))
+        if len(shape) != len(wfmt):
+            return  # the op's inference names the wrong rank
+        kernel = [d for d, c in zip(shape, wfmt) if c not in "IO"]
+        wanted = [getattr(self, f) for f in self.KERNEL]
+        if all(v < 1 or v == k for v, k in zip(wanted, kernel)):
+            return
+        say = ", ".join(f"{f}={v}" for f, v in given.items())
+        has = "x".join(str(k) for k in kernel)
+        other = swap_weights(wfmt)
+        alt = [d for d, c in zip(shape, other) if c not in "IO"]
+        if other in kind.name.split("|") and all(v < 1 or v == k for v, k in zip(wanted, alt)):
+            fix = (f"set weightsFormat={other!r} in the {type(self).__name__}"
+                   if "weightsFormat" in _field_names(self) else
+                   f"pass weights_format={other!r}")
+            tail = f"; read as {other} (PyTorch's/ONNX's layout) they fit: {fix}"
+        else:
+            tail = (f"; the weights decide the kernel size: leave {', '.join(given)} out of "
+                    f"the config or give weights of that size")
+        raise OpError(f"{op.name}: {type(self).__name__} says {say} but the weights "
+                      f"{names[slot]} ({wfmt}, shape {tuple(shape)}) have kernel {has}"
+                      f"{tail}")
 
     @classmethod
     def builder(cls) -> _Builder:
@@ -41,11 +93,42 @@ class OpConfig(abc.ABC):
                 raise OpError(f"{name}: {f} must be {'>= 1' if f in positive else '>= 0'}, got "
                               f"{v} (set it, e.g. {name}.builder().{f}(...))")
 
+    def _pool_type(self, op: Any) -> None:
+        """Refuse a ``type`` that names another pooling than ``op``'s (None: the op's)."""
+        if self.type is None:
+            return
+        self._choice("type", ("MAX", "AVG", "PNORM"))
+        kind = op.name.split("_")[0].upper() if op is not None else self.type.upper()
+        if kind in ("MAX", "AVG") and self.type.upper() != kind:
+            call = (f"{self.type.lower()}Pooling{op.name[-2:]}" if self.type.upper() != "PNORM"
+                    else "maxPooling/avgPooling (there is no p-norm pooling)")
+            raise OpError(f"{op.name}: {type(self).__name__}(type={self.type!r}) asks for "
+                          f"{self.type.upper()} pooling but this is {kind} pooling; call "
+                          f"{call}, or leave type out (the op decides)")
+
     def _choice(self, field: str, options: tuple[str, ...]) -> str:
         v = getattr(self, field)
         if not isinstance(v, str) or v.upper() not in options:
             raise OpError(f"{type(self).__name__}: {field} must be one of {options}, got {v!r}")
         return v.upper()
+
+
+def _static_shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of an array, variable or nested list when it is fully known, else None."""
+    shape = getattr(value, "shape", None)
+    if shape is None and isinstance(value, (list, tuple)):
+        shape = np.shape(value)
+    if shape is None:
+        return None
+    try:
+        shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):  # None for unknown sizes
+        return None
+    return shape if all(d >= 0 for d in shape) else None
+
+
+def _field_names(cfg: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(cfg)}
 
 
 class _Builder:
@@ -98,6 +181,7 @@ class Conv2DConfig(_Window2D):
     stride, padding, dilation, ``isSameMode``, ``dataFormat`` "NCHW"|"NHWC", ``weightsFormat``
     "YXIO"/"HWIO" ([kH, kW, iC, oC], ND4J's default) | "OIYX"/"OIHW" (PyTorch/ONNX)."""
 
+    KERNEL: ClassVar[tuple[str, ...]] = ("kH", "kW")
     isSameMode: bool = False
     dataFormat: str = "NCHW"
     weightsFormat: str = "YXIO"
@@ -122,6 +206,7 @@ class Conv1DConfig(OpConfig):
     """ND4J's ``Conv1DConfig``: kernel ``k``, stride ``s``, padding ``p``, dilation ``d``,
     ``isSameMode``, ``dataFormat`` "NCW"|"NWC", ``weightsFormat`` "WIO" ([k, iC, oC]) | "OIW"."""
 
+    KERNEL: ClassVar[tuple[str, ...]] = ("k",)
     k: int = -1
     s: int = 1
     p: int = 0
@@ -144,20 +229,22 @@ class Conv1DConfig(OpConfig):
 @dataclass(frozen=True)
 class Pooling2DConfig(_Window2D):
     """ND4J's ``Pooling2DConfig``: kernel ``kH``/``kW`` (required), stride (default 1),
-    padding, dilation, ``type`` (informative: the op decides), ``divisor`` "EXCLUDE_PADDING"
-    (ND4J's default) | "INCLUDE_PADDING" for average pooling, ``isSameMode``, ``isNHWC``."""
+    padding, dilation, ``type`` (None: the op decides; another op's type is refused),
+    ``divisor`` "EXCLUDE_PADDING" (ND4J's default) | "INCLUDE_PADDING" for average pooling,
+    ``isSameMode``, ``isNHWC``."""
 
-    type: str = "MAX"
+    type: str | None = None
     divisor: str = "EXCLUDE_PADDING"
     isSameMode: bool = False
     isNHWC: bool = False
 
     def __post_init__(self) -> None:
         self._check(("kH", "kW", "sH", "sW", "dH", "dW"), ("pH", "pW"))
-        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._pool_type(None)
         self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
 
     def op_attrs(self, op: Any) -> dict:
+        self._pool_type(op)
         attrs = {"kernel": (self.kH, self.kW), **self._window_attrs(self.isSameMode),
                  "data_format": "NHWC" if self.isNHWC else "NCHW"}
         if op is not None and "count_include_pad" in op.attr_kinds:
@@ -167,6 +254,7 @@ class Pooling2DConfig(_Window2D):
 
 def _pool_attrs(cfg: Any, op: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
                 data_format: str) -> dict:
+    cfg._pool_type(op)
     attrs = {"kernel": kernel, "stride": stride, "padding": "same" if cfg.isSameMode else padding,
              "dilation": dilation, "data_format": data_format}
     if op is not None and "count_include_pad" in op.attr_kinds:
@@ -177,21 +265,21 @@ def _pool_attrs(cfg: Any, op: Any, kernel: Any, stride: Any, padding: Any, dilat
 @dataclass(frozen=True)
 class Pooling1DConfig(OpConfig):
     """ND4J's ``Pooling1DConfig``: kernel ``k`` (required), stride ``s``, padding ``p``,
-    dilation ``d``, ``type`` (informative: ``maxPooling1d``/``avgPooling1d`` decide),
-    ``divisor`` as ``Pooling2DConfig``, ``isSameMode``, ``isNCW`` (default True: NCW)."""
+    dilation ``d``, ``type`` (as ``Pooling2DConfig``'s: ``maxPooling1d``/``avgPooling1d``
+    decide), ``divisor`` as ``Pooling2DConfig``, ``isSameMode``, ``isNCW`` (default True: NCW)."""
 
     k: int = -1
     s: int = 1
     p: int = 0
     d: int = 1
-    type: str = "MAX"
+    type: str | None = None
     divisor: str = "EXCLUDE_PADDING"
     isSameMode: bool = False
     isNCW: bool = True
 
     def __post_init__(self) -> None:
         self._check(("k", "s", "d"), ("p",))
-        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._pool_type(None)
         self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
 
     def op_attrs(self, op: Any) -> dict:
@@ -202,7 +290,7 @@ class Pooling1DConfig(OpConfig):
 @dataclass(frozen=True)
 class Pooling3DConfig(OpConfig):
     """ND4J's ``Pooling3DConfig``: kernel ``kD``/``kH``/``kW`` (required), stride, padding,
-    dilation (each D, H, W), ``type`` (informative), ``divisor``, ``isSameMode``,
+    dilation (each D, H, W), ``type`` (as Pooling2DConfig's), ``divisor``, ``isSameMode``,
     ``dataFormat`` "NCDHW" (default) | "NDHWC" (older ND4J's ``isNCDHW=False`` also works)."""
 
     kD: int = -1
@@ -217,7 +305,7 @@ class Pooling3DConfig(OpConfig):
     dD: int = 1
     dW: int = 1
     dH: int = 1
-    type: str = "MAX"
+    type: str | None = None
     divisor: str = "EXCLUDE_PADDING"
     isSameMode: bool = False
     dataFormat: str = "NCDHW"
@@ -225,9 +313,12 @@ class Pooling3DConfig(OpConfig):
 
     def __post_init__(self) -> None:
         self._check(("kD", "kW", "kH", "sD", "sW", "sH", "dD", "dW", "dH"), ("pD", "pW", "pH"))
-        self._choice("type", ("MAX", "AVG", "PNORM"))
+        self._pool_type(None)
         self._choice("divisor", ("EXCLUDE_PADDING", "INCLUDE_PADDING"))
         self._choice("dataFormat", ("NCDHW", "NDHWC"))
+        if self.isNCDHW and self.dataFormat.upper() == "NDHWC":  # False + the default is fine
+            raise OpError("Pooling3DConfig: isNCDHW=True contradicts dataFormat='NDHWC'; give "
+                          "the layout once (dataFormat)")
 
     def op_attrs(self, op: Any) -> dict:
         fmt = self.dataFormat.upper() if self.isNCDHW is None else (
@@ -295,6 +386,7 @@ class Conv3DConfig(_Window3D):
     default for this config) | "NCDHW"; ``biasUsed`` is ignored (a bias is passed or not).
     Weights: ND4J's ``[kD, kH, kW, iC, oC]``."""
 
+    KERNEL: ClassVar[tuple[str, ...]] = ("kD", "kH", "kW")
     dataFormat: str = "NDHWC"
     biasUsed: bool = False
 
@@ -305,6 +397,7 @@ class DeConv2DConfig(_Window2D):
     stride, padding, dilation, ``isSameMode`` (output = input * stride), ``dataFormat``
     "NCHW" (default) | "NHWC". Weights: ND4J's ``[kH, kW, oC, iC]``."""
 
+    KERNEL: ClassVar[tuple[str, ...]] = ("kH", "kW")
     isSameMode: bool = False
     dataFormat: str = "NCHW"
 
@@ -320,6 +413,8 @@ class DeConv2DConfig(_Window2D):
 class DeConv3DConfig(_Window3D):
     """ND4J's ``DeConv3DConfig`` (``deconv3d``): as ``Conv3DConfig``, ``dataFormat`` "NCDHW"
     (ND4J's default for this config) | "NDHWC". Weights: ND4J's ``[kD, kH, kW, oC, iC]``."""
+
+    KERNEL: ClassVar[tuple[str, ...]] = ("kD", "kH", "kW")
 
 
 __all__ = ["Conv1DConfig", "Conv2DConfig", "Conv3DConfig", "DeConv2DConfig", "DeConv3DConfig",

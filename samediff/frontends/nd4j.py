@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from ..binding import is_array_like
-from ..errors import OpError
+from ..errors import ArgumentConflictError, OpError
 from ..ops.registry import OpDef
 from .cnn_config import OpConfig
 from .cnn_overloads import CNN_OVERLOADS
 from .common import Frontend, Namespace
+from .nd4j_overloads import ND4J_OVERLOADS, Rewrite, flags_first
 
 #: op name -> its ND4J name(s) where they differ from the op's own name, and the Pythonic
 #: spellings this front end also accepts. ND4J's elementwise ``max``/``min`` (``Transforms``)
@@ -41,6 +42,7 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "log_sum_exp": "logSumExp",
     "argmax": "argMax",
     "argmin": "argMin",
+    "stop_gradient": "stopGradient",  # libnd4j's StopGradient op
     # nn
     "leaky_relu": "leakyRelu",
     "hard_sigmoid": "hardSigmoid",
@@ -155,9 +157,12 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
        first attribute is a sequence kind (``dims``, ``shape``, ``reps``...) and every
        remaining value is an int, they are packed into it (``x.reshape(2, 3)``, ``x.sum(0, 1)``);
     6. keywords name inputs or attributes; ``name=`` is returned separately (SameDiff and
-       traces use it to name the output variable). numpy's spellings ``axis``/``axes`` and
-       ``keepdims`` name ``dims`` and ``keep_dims`` where the op has no attribute of that name
-       (``x.sum(axis=0, keepdims=True)``, ``nd.mean(x, axis=(0, 1))``);
+       traces use it to name the output variable). Other spellings (``KEYWORD_ALIASES``:
+       numpy's ``axis``/``keepdims``, ND4J's ``dimensions``/``dataType``, and the camelCase
+       of any attribute, ``keepDims``) name the attribute where the op has none of their own
+       name (``x.sum(axis=0, keepdims=True)``, ``nd.mean(x, axis=(0, 1))``). One parameter
+       given twice — by two spellings, positionally and by keyword, or an output name first
+       and as ``name=`` — raises ``ArgumentConflictError`` (a ``TypeError``), as Python does;
     7. a config object among the arguments (any ``OpConfig``: ND4J's ``Conv2DConfig``,
        ``Pooling2DConfig``...) stands for the attributes it holds
        (``sd.cnn.conv2d("c", x, w, b, config)``).
@@ -168,12 +173,22 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
     >>> split_call(REGISTRY["leaky_relu"], ("h", "x", 0.1), {}, leading_name=True)
     (['x'], {'alpha': 0.1}, 'h')
     """
-    if leading_name and args and isinstance(args[0], str) and "name" not in kwargs:
+    if leading_name and args and isinstance(args[0], str):
+        if "name" in kwargs:
+            raise ArgumentConflictError(
+                f"{op.name}() got multiple values for the output name: {args[0]!r} (first "
+                f"argument) and name={kwargs['name']!r}; give it once")
         kwargs, args = {**kwargs, "name": args[0]}, args[1:]
     overload = OVERLOADS.get(op.name)
+    if overload is None and len(args) > 1 and isinstance(args[1], (bool, np.bool_)) and len(
+            op.inputs) == 1:
+        overload = flags_first(op.name, tuple(op.attr_kinds))  # x.sum(True, 0): keepDims
+    rewrite_attrs, form = {}, ""
     if overload is not None:
         args = overload(args)
-    if not kwargs and not op.variadic and op.min_inputs == len(op.inputs):
+        if isinstance(args, Rewrite):
+            args, rewrite_attrs, form = args
+    if not kwargs and not rewrite_attrs and not op.variadic and op.min_inputs == len(op.inputs):
         n = len(op.inputs)
         if len(args) == n:
             return list(args), {}, None  # fast path: exactly the required inputs, nothing else
@@ -181,10 +196,18 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
             first, (kind, _) = next(iter(op.attr_kinds.items()))
             if kind.name in _SEQUENCE_KINDS:  # fast path: x.sum(0, 1), x.reshape(2, 3)
                 return list(args[:n]), {first: tuple(args[n:])}, None
-    kwargs = {_keyword(op, k): v for k, v in kwargs.items()}
+    kwargs, spelled = _keywords(op, kwargs)
+    for key, value in rewrite_attrs.items():
+        if key in kwargs:
+            raise ArgumentConflictError(
+                f"{op.name}() got multiple values for argument {key!r}: {value!r} "
+                f"positionally (ND4J's {form}) and {spelled[key]}={kwargs[key]!r}; give it once")
+        kwargs[key] = value
+        spelled[key] = key
     name = kwargs.pop("name", None)
     args = list(args)
-    if any(isinstance(a, OpConfig) for a in args):  # ND4J's Conv2DConfig...: attributes
+    configs = [a for a in args if isinstance(a, OpConfig)]
+    if configs:  # ND4J's Conv2DConfig...: attributes
         args, kwargs = _expand_configs(op, args, kwargs)
     inputs: list[Any] = []
     if op.variadic:
@@ -200,6 +223,12 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
         for spec in op.inputs:
             key, optional = spec.rstrip("?"), spec.endswith("?")
             if key in kwargs:
+                if omitted is None and args and (
+                        not optional or args[0] is None or is_array_like(args[0])):
+                    raise ArgumentConflictError(
+                        f"{op.name}() got multiple values for input {key!r}: {_show(args[0])} "
+                        f"positionally and {spelled[key]}={_show(kwargs[key])} (inputs: "
+                        f"{', '.join(op.inputs)}); give it once")
                 value = kwargs.pop(key)
             elif omitted is None and args and (
                     not optional or args[0] is None or is_array_like(args[0])):
@@ -218,10 +247,16 @@ def split_call(op: OpDef, args: tuple, kwargs: dict,
             else:
                 inputs.append(value)
     attrs = _positional_attrs(op, args)
-    clash = set(attrs) & set(kwargs)
+    clash = [k for k in attrs if k in kwargs]
     if clash:
-        raise OpError(f"{op.name}: attribute(s) {sorted(clash)} given twice")
+        k = clash[0]
+        raise ArgumentConflictError(
+            f"{op.name}() got multiple values for argument {k!r}: {_show(attrs[k])} "
+            f"positionally and {spelled[k]}={_show(kwargs[k])}; give it once (attributes in "
+            f"order: {', '.join(op.attr_kinds)})")
     attrs.update(kwargs)
+    for config in configs:  # its kernel size against the weights'...
+        config.check_inputs(op, inputs, attrs)
     return inputs, attrs, name
 
 
@@ -229,10 +264,15 @@ def _expand_configs(op: OpDef, args: list, kwargs: dict) -> tuple[list, dict]:
     """A config object among the arguments (``sd.cnn.conv2d(x, w, b, Conv2DConfig(...))``)
     stands for the attributes it holds (``OpConfig.op_attrs``); explicit keywords may not
     repeat them."""
-    rest, attrs = [], {}
+    rest, attrs, source = [], {}, {}
     for a in args:
         if isinstance(a, OpConfig):
-            attrs.update(a.op_attrs(op))
+            for key, value in a.op_attrs(op).items():
+                if key in attrs and attrs[key] != value:  # two configs: no silent last-wins
+                    raise OpError(f"{op.name}: two configs give {key} differently: "
+                                  f"{attrs[key]!r} ({source[key]}) and {value!r} "
+                                  f"({type(a).__name__}); pass one config")
+                attrs[key], source[key] = value, type(a).__name__
         else:
             rest.append(a)
     clash = set(attrs) & set(kwargs)
@@ -244,8 +284,12 @@ def _expand_configs(op: OpDef, args: list, kwargs: dict) -> tuple[list, dict]:
 
 def _layer_norm_overload(args: tuple) -> tuple:
     """ND4J's ``layerNorm(input, gain, bias, channelsFirst, dimensions...)``: gain and bias
-    may be null (None: gain 1, no bias); ``channelsFirst`` only says where channels are in
-    NCHW/NHWC data, which the explicit ``dimensions`` already fix, so it is dropped."""
+    may be null (None: gain 1, no bias; also before keywords, ``layer_norm(x, None, None,
+    dims=1)``, but not a lone ``layer_norm(x, None)``); ``channelsFirst`` only
+    says where channels are in NCHW/NHWC data, which the explicit ``dimensions`` already
+    fix, so it is dropped."""
+    if len(args) >= 3 and args[1] is None:  # ND4J's (input, null, bias, ...): gain 1; a
+        args = (args[0], 1.0, *args[2:])    # lone layer_norm(x, None) is still refused
     if len(args) < 4 or not isinstance(args[3], (bool, np.bool_)):
         return args  # nd4py's own order: layer_norm(x, gain, bias?, dims...)
     x, gain, bias, _channels_first, *dims = args
@@ -273,18 +317,87 @@ def _reshape_overload(args: tuple) -> tuple:
 #: ND4J overloads that reorder arguments: op name -> positional args (after a leading output
 #: name) rewritten to the op's own order, when the call matches the ND4J pattern.
 OVERLOADS = {"layer_norm": _layer_norm_overload, "reshape": _reshape_overload,
-             **CNN_OVERLOADS}
+             **CNN_OVERLOADS, **ND4J_OVERLOADS}
 
 
-#: numpy's keywords -> the attribute they name when the op has no attribute of their own name.
-NUMPY_KEYWORDS = {"axis": "dims", "axes": "dims", "keepdims": "keep_dims"}
+#: Other spellings of a parameter: keyword -> the attributes it may name, the first the op has
+#: (used only when the op has no parameter of the keyword's own name). numpy's ``axis``/
+#: ``axes``/``keepdims``, ND4J's parameter names ``dimensions``/``dimension``/``dataType``.
+#: Besides these, the camelCase of any parameter (``keepDims``, ``biasCorrected``) names it.
+KEYWORD_ALIASES: dict[str, tuple[str, ...]] = {
+    "axis": ("dims", "dim"), "axes": ("dims",), "dimensions": ("dims", "dim"),
+    "dimension": ("dim", "dims"), "keepdims": ("keep_dims",), "dataType": ("dtype",),
+    "data_type": ("dtype",),
+}
+NUMPY_KEYWORDS = {k: KEYWORD_ALIASES[k][0] for k in ("axis", "axes", "keepdims")}
 
 
-def _keyword(op: OpDef, key: str) -> str:
-    target = NUMPY_KEYWORDS.get(key)
-    if target is None or key in op.attr_kinds or target not in op.attr_kinds:
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _params(op: OpDef) -> list[str]:
+    return [s.lstrip("*").rstrip("?") for s in op.inputs] + list(op.attr_kinds)
+
+
+def resolve_keyword(op: OpDef, key: str) -> str:
+    """The parameter of ``op`` a keyword names: itself, or the parameter it spells
+    (``KEYWORD_ALIASES``, camelCase).
+
+    >>> from samediff.ops import REGISTRY
+    >>> [resolve_keyword(REGISTRY["variance"], k) for k in ("axis", "keepDims", "biasCorrected")]
+    ['dims', 'keep_dims', 'bias_corrected']
+    """
+    params = _params(op)
+    if key in params or key == "name":
         return key
-    return target
+    for target in KEYWORD_ALIASES.get(key, ()):
+        if target in params:
+            return target
+    snake = snake_case(key)
+    return snake if snake in params else key
+
+
+def keyword_spellings(op: OpDef) -> dict[str, tuple[str, ...]]:
+    """Each parameter of ``op`` -> every keyword that names it (its own name first). Any two
+    of one parameter given together raise ``ArgumentConflictError``.
+
+    >>> from samediff.ops import REGISTRY
+    >>> keyword_spellings(REGISTRY["sum"])["dims"]
+    ('dims', 'axis', 'axes', 'dimensions', 'dimension')
+    """
+    params = _params(op)
+    out = {p: [p] for p in params}
+    for key in list(KEYWORD_ALIASES) + [_camel(p) for p in params]:
+        target = resolve_keyword(op, key)
+        if target != key and key not in out[target]:
+            out[target].append(key)
+    return {p: tuple(keys) for p, keys in out.items()}
+
+
+def _keywords(op: OpDef, kwargs: dict) -> tuple[dict, dict]:
+    """Keywords -> (parameter -> value, parameter -> the spelling used); two spellings of
+    one parameter are refused, whatever their values (Python's rule for one name)."""
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in kwargs.items():
+        target = resolve_keyword(op, key)
+        if target in out:
+            raise ArgumentConflictError(
+                f"{op.name}() got multiple values for argument {target!r}: "
+                f"{spelled[target]}={_show(out[target])} and {key}={_show(value)} name the same "
+                f"parameter; give it once")
+        out[target], spelled[target] = value, key
+    return out, spelled
+
+
+def _show(value: Any) -> str:
+    """A value for an error message: arrays by shape and dtype, not their data."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and not isinstance(value, (int, float, bool)) and tuple(shape):
+        return f"<{type(value).__name__} shape {tuple(shape)} {getattr(value, 'dtype', '')}>"
+    return repr(value)
 
 
 def _positional_attrs(op: OpDef, args: list) -> dict:

@@ -14,12 +14,16 @@ variable. Nothing here defines an op:
 * ``METADATA``: numpy functions answered from metadata (``np.shape`` of a traced array).
 
 Every entry also accepts numpy's ``dtype=`` (the array inputs are cast first, as numpy's loop
-dtype) and ``out=`` (eager only: the result is written into the given array, which is
-returned). A call no entry fits — another function (``np.fft.fft``), a ufunc method
-(``np.add.reduce``), an argument numpy has and the op does not (``where=``, ``ddof=2``) — falls
-back: eagerly numpy runs on the buffers and arrays of supported dtypes come back as
-``NDArray`` (others, e.g. complex, as numpy arrays); inside a trace it raises ``TracingError``
-naming the function, since numpy cannot see traced values. Python scalars stay weak (NEP 50).
+dtype; a function's result is cast too: a reduction accumulates in ``dtype``, and methods take
+it as well, ``x.sum(dtype=np.float64)``) and ``out=`` (eager only: the result is written into
+the given array, which is returned). Where numpy's integer semantics differ from the op's,
+``INTEGER_FORMS`` / ``INTEGER_DTYPE_FORMS`` write them with ops (``np.reciprocal`` of ints,
+``np.mean(x, dtype=np.int64)``). A call no entry fits — another function (``np.fft.fft``), a
+ufunc method (``np.add.reduce``), an argument numpy has and the op does not (``where=``,
+``ddof=2``) — falls back: eagerly numpy runs on the buffers and arrays of supported dtypes come
+back as ``NDArray`` (others, e.g. complex, as numpy arrays); inside a trace it raises
+``TracingError`` naming the function, since numpy cannot see traced values. Python scalars
+stay weak (NEP 50).
 
 >>> import numpy as np
 >>> from samediff import create
@@ -38,6 +42,8 @@ import numpy as np
 
 from ..binding import WEAK_SCALARS
 from ..dtypes import SUPPORTED
+from ..errors import ArgumentConflictError
+from ..errors import OpError
 from ..ops import REGISTRY
 from .common import Frontend, Namespace
 from .nd4j import split_call as nd4j_split_call
@@ -77,7 +83,9 @@ class Fn:
     always accepted; ``None`` is "not given" for every parameter. ``when``: a test on the
     array inputs (``np.dot`` is ``matmul`` only up to 2-D). ``defaults``: attribute values
     when numpy's parameter is not given (``np.clip(x, None, 1)``: no lower bound). ``required``:
-    numpy parameters this entry needs (``np.cumsum`` of a matrix without ``axis`` flattens)."""
+    numpy parameters this entry needs (``np.cumsum`` of a matrix without ``axis`` flattens).
+    ``derived``: attribute values computed from the array inputs when numpy's parameter is not
+    given (``np.flip(x)`` reverses every dim of ``x``)."""
 
     op: str
     params: tuple[str, ...]
@@ -86,13 +94,15 @@ class Fn:
     when: Callable[[list], bool] | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
     required: tuple[str, ...] = ()
+    derived: Mapping[str, Callable[[list], Any]] = field(default_factory=dict)
 
 
 def fn(op: str, params: str, fixed: Mapping[str, Any] | None = None,
        when: Callable[[list], bool] | None = None, defaults: Mapping[str, Any] | None = None,
-       required: tuple[str, ...] = (), **attrs: Any) -> tuple[Fn, ...]:
+       required: tuple[str, ...] = (), derived: Mapping[str, Callable[[list], Any]] | None = None,
+       **attrs: Any) -> tuple[Fn, ...]:
     return (Fn(op, tuple(p.strip() for p in params.split(",")), attrs, fixed or {}, when,
-               defaults or {}, required),)
+               defaults or {}, required, derived or {}),)
 
 
 def _ndim(x: Any) -> int:
@@ -166,8 +176,8 @@ FUNCTIONS: dict[str, tuple[Fn, ...]] = {
     "repeat": fn("repeat", "a, repeats, axis", repeats=("repeats", int), axis="axis"),
     "broadcast_to": fn("broadcast_to", "array, shape, subok", {"subok": False},
                        shape=("shape", lambda s: (s,) if isinstance(s, int) else tuple(s))),
-    "flip": fn("reverse", "m, axis", axis=("dims", lambda a: (a,) if isinstance(a, int)
-                                           else tuple(a))),
+    "flip": fn("reverse", "m, axis", derived={"dims": lambda xs: tuple(range(_ndim(xs[0])))},
+               axis=("dims", lambda a: (a,) if isinstance(a, int) else tuple(a))),
     "take": fn("gather", "a, indices, axis, out, mode", {"mode": "raise"}, axis=("axis", int)),
     # creation from an array
     "zeros_like": fn("zeros_like", "a, dtype, order, subok, shape", {"order": "K", "subok": True}),
@@ -241,7 +251,10 @@ def numpy_function(apply: Callable, fallback: Fallback, func: Any, args: tuple,
             inputs, attrs, dtype, out = _split(entry, args, kwargs)
         except _Unfit:
             continue
-        return _run(apply, (entry.op,), inputs, attrs, dtype, (out,) if out is not None else None)
+        if dtype is not None and _integer_dtype_form(entry.op, dtype) is _NO_FORM:
+            continue  # numpy's integer-dtype semantics have no op form here: numpy runs it
+        return _run(apply, (entry.op,), inputs, attrs, dtype, (out,) if out is not None else None,
+                    result_dtype=True)
     return fallback(f"np.{name}", _numpy_call(func, args, kwargs), _HINT)
 
 
@@ -316,6 +329,8 @@ def _split(entry: Fn, args: tuple, kwargs: dict) -> tuple[list, dict, Any, Any]:
     if any(given.get(p) is None or given.get(p) is np._NoValue for p in entry.required):
         raise _Unfit
     dtype, out, attrs = given.pop("dtype", None), given.pop("out", None), dict(entry.defaults)
+    attrs.update({k: derive(inputs) for k, derive in entry.derived.items()})
+    set_by: dict[str, str] = {}  # attribute -> the numpy parameter that gave it
     for p, value in given.items():
         if value is np._NoValue or (value is None and p not in entry.fixed):
             continue
@@ -332,22 +347,111 @@ def _split(entry: Fn, args: tuple, kwargs: dict) -> tuple[list, dict, Any, Any]:
                 value = convert(value)
             except (KeyError, ValueError, TypeError):
                 raise _Unfit from None
-        attrs[target] = value
+        if target in set_by:  # two spellings of one parameter (clip's a_min and min)
+            raise ArgumentConflictError(
+                f"{entry.op}: numpy's {set_by[target]}= and {p}= both give {target!r} "
+                f"({attrs[target]!r} and {value!r}); give only one of them")
+        attrs[target], set_by[target] = value, p
     return inputs, attrs, dtype, out
 
 
 def _run(apply: Callable, ops: tuple[str, ...], inputs: list, attrs: dict, dtype: Any,
-         out: tuple | None) -> Any:
-    if dtype is not None:
-        cast = REGISTRY["cast"]
-        inputs = [apply(cast, [x], {"dtype": np.dtype(dtype)})
-                  if not isinstance(x, WEAK_SCALARS) else x for x in inputs]
-    results = tuple(apply(REGISTRY[op], inputs, attrs) for op in ops)
+         out: tuple | None, result_dtype: bool = False) -> Any:
+    """Run ``ops`` on ``inputs``; ``dtype=`` casts the array inputs (a ufunc's loop dtype) and,
+    with ``result_dtype`` (numpy functions: a reduction's accumulator), the result too."""
+    if dtype is not None and result_dtype:
+        results = tuple(with_dtype(apply, op, inputs, attrs, dtype) for op in ops)
+    else:
+        if dtype is not None:
+            inputs = _cast_inputs(apply, inputs, np.dtype(dtype))
+        results = tuple(_ufunc_op(apply, op, inputs, attrs) for op in ops)
     if out is None or all(o is None for o in out):
         return results[0] if len(results) == 1 else results
     for target, result in zip(out, results):
         _write(target, result)
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _cast_inputs(apply: Callable, inputs: list, dtype: np.dtype) -> list:
+    cast = REGISTRY["cast"]
+    return [x if isinstance(x, WEAK_SCALARS) or getattr(x, "dtype", None) == dtype
+            else apply(cast, [x], {"dtype": dtype}) for x in inputs]
+
+
+def _integer_reciprocal(apply: Callable, x: Any) -> Any:
+    """numpy's integer ``reciprocal`` is C's ``1 / x``, which truncates: only 1 and -1 survive.
+    ``1 / 0`` is 0, as integer ``floor_divide`` by zero is here and in numpy (numpy's own
+    reciprocal loop gives an undefined value there, e.g. INT_MIN for int32)."""
+    unit = apply(REGISTRY["eq"], [apply(REGISTRY["abs"], [x], {}), 1], {})
+    return apply(REGISTRY["where"], [unit, x, 0], {})
+
+
+#: op -> how numpy computes it when every array input has an integer dtype, where the op's
+#: rule differs (the ``reciprocal`` op is a true division, as ND4J's is: float results).
+INTEGER_FORMS: dict[str, Callable[[Callable, Any], Any]] = {"reciprocal": _integer_reciprocal}
+
+
+def _ufunc_op(apply: Callable, op: str, inputs: list, attrs: dict) -> Any:
+    form = INTEGER_FORMS.get(op)
+    if form is not None and all(np.dtype(getattr(x, "dtype", np.dtype(float))).kind in "iu"
+                                for x in inputs):
+        return form(apply, *inputs)
+    return apply(REGISTRY[op], inputs, attrs)
+
+
+def _integer_mean(apply: Callable, x: Any, attrs: dict, dtype: np.dtype) -> Any:
+    """numpy's ``mean(x, dtype=<integer>)``: the sum accumulates in ``dtype`` (and wraps as it
+    does), then the quotient by the count is truncated toward zero back to ``dtype``."""
+    total = apply(REGISTRY["cast"], [apply(REGISTRY["sum"], [x], attrs)], {"dtype": dtype})
+    ones = apply(REGISTRY["ones_like"], [x], {"dtype": np.dtype(np.int64)})
+    return apply(REGISTRY["div"], [total, apply(REGISTRY["sum"], [ones], attrs)], {})
+
+
+_NO_FORM: Any = object()
+
+#: op -> its form when numpy's ``dtype=`` is an integer (or bool) type and the plain
+#: "cast the inputs, run the op, cast the result" differs from numpy. ``_NO_FORM``: none here
+#: (numpy's var/std truncate their intermediate mean): numpy functions fall back to numpy,
+#: methods refuse, named.
+INTEGER_DTYPE_FORMS: dict[str, Any] = {"mean": _integer_mean, "variance": _NO_FORM,
+                                       "std": _NO_FORM}
+
+
+def _integer_dtype_form(op: str, dtype: Any) -> Any:
+    return INTEGER_DTYPE_FORMS.get(op) if np.dtype(dtype).kind in "biu" else None
+
+
+#: ops whose numpy function takes ``dtype=`` while the op has no such attribute: their methods
+#: accept it too (``x.sum(dtype=np.float64)``, ``x.mean(dtype=np.int64)``), via ``with_dtype``.
+DTYPE_OPS: frozenset[str] = frozenset(
+    e.op for entries in FUNCTIONS.values() for e in entries
+    if "dtype" in e.params and "dtype" not in REGISTRY[e.op].attr_kinds)
+
+
+def with_dtype(apply: Callable, op: str, inputs: list, attrs: dict, dtype: Any,
+               name: str | None = None) -> Any:
+    """numpy's ``dtype=`` on a function or method: the array inputs are cast to ``dtype``
+    (unsafely, as numpy's reductions cast), the op runs and its result is cast to ``dtype``,
+    so a sum accumulates as in numpy's ``dtype`` accumulator (``np.sum(int8s, dtype=np.int8)``
+    wraps) and ``mean`` with an integer dtype truncates. ``name`` names the final output.
+
+    >>> import numpy as np
+    >>> from samediff import create
+    >>> x = create([[1, 2], [4, -7]])
+    >>> x.sum(axis=0, dtype=np.float64).numpy().tolist(), x.mean(axis=1, dtype=np.int64).tolist()
+    ([5.0, -5.0], [1, -1])
+    """
+    dt = np.dtype(dtype)
+    form = _integer_dtype_form(op, dt)
+    if form is _NO_FORM:
+        raise OpError(f"{op} with dtype={dt} (an integer type): numpy truncates its intermediate "
+                      f"mean, which nd4py does not reproduce; compute it in floating point and "
+                      f"cast the result (.astype({dt}))")
+    inputs = _cast_inputs(apply, inputs, dt)
+    out = form(apply, inputs[0], attrs, dt) if form else apply(REGISTRY[op], inputs, attrs)
+    if name is None and out.dtype == dt:
+        return out
+    return apply(REGISTRY["cast"], [out], {"dtype": dt}, name)
 
 
 def _write(target: Any, result: Any) -> None:

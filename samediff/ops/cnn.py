@@ -6,7 +6,9 @@
 * ``max_pooling2d(x)``, ``avg_pooling2d(x)``: ``kernel`` (required), ``stride`` (default 1, as
   ND4J's ``Pooling2DConfig``). Padding never takes part: max ignores it and avg divides by
   the taps inside the image (ND4J's default divisor); ``count_include_pad=True`` divides by
-  the whole window.
+  the whole window. Geometry whose windows would hold only padding (padding over half the
+  kernel, or a dilated window straddling the input) is refused (``check_windows``), in
+  every spatial rank.
 * Attributes: ``stride``/``dilation`` an int or a pair, ``padding`` an int, a pair,
   ``"valid"`` (= 0) or ``"same"`` (ND4J's ``isSameMode``: ``out = ceil(in / stride)``, the odd
   padding after). The attribute names are the keyword form's (``nd.cnn.conv2d(x, w,
@@ -88,6 +90,44 @@ def check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> N
         raise OpError(f"{name}: {what} must have rank {rank} ({layout}), got shape {t.shape}")
 
 
+def swap_data(fmt: str) -> str:
+    """The other activation layout: "NCHW" <-> "NHWC" (any spatial rank)."""
+    return fmt[0] + fmt[2:] + "C" if fmt[1] == "C" else fmt[0] + "C" + fmt[1:-1]
+
+
+def swap_weights(wfmt: str) -> str:
+    """The other weights layout: kernel first ("HWIO", ND4J's; "HWOI" for a deconvolution)
+    <-> channels first ("OIHW", PyTorch's/ONNX's; "IOHW")."""
+    if wfmt[0] in "IO":
+        return wfmt[2:] + wfmt[1] + wfmt[0]
+    return wfmt[-1] + wfmt[-2] + wfmt[:-2]
+
+
+def layout_hint(x: tuple, w: tuple, fmt: str, wfmt: str, groups: int = 1,
+                weights: bool = True) -> str:
+    """When ``x``'s channels disagree with ``w``'s input channels (``w.shape[wfmt.index("I")]
+    * groups``) in the given layouts: the keyword(s) under which they agree (PyTorch-layout
+    weights, NHWC data), as an error message's tail; "" when no other layout fits.
+    ``weights=False``: the op has one weights layout only.
+
+    >>> layout_hint((1, 3, 8, 8), (8, 3, 5, 5), "NCHW", "HWIO").split(": ")[-1]
+    "pass weights_format='OIHW'"
+    >>> layout_hint((1, 8, 8, 3), (3, 3, 3, 4), "NCHW", "HWIO").split(": ")[-1]
+    "pass data_format='NHWC'"
+    """
+    for d, wf in ((fmt, swap_weights(wfmt)), (swap_data(fmt), wfmt),
+                  (swap_data(fmt), swap_weights(wfmt))):
+        if wf != wfmt and not weights:
+            continue
+        ch, ic = x[d.index("C")], w[wf.index("I")]
+        if ch >= 0 and ic >= 0 and ch == ic * groups:
+            keys = [f"{k}={v!r}" for k, v, old in (("data_format", d, fmt),
+                                                   ("weights_format", wf, wfmt)) if v != old]
+            torch = " (PyTorch's/ONNX's layout)" if wf[0] in "IO" and wf != wfmt else ""
+            return f"; they agree as {d} data with {wf} weights{torch}: pass {' and '.join(keys)}"
+    return ""
+
+
 def _conv_infer(name: str):
     def infer(types: list[TensorType], a: Any) -> TensorType:
         if a.groups < 1:
@@ -106,7 +146,8 @@ def _conv_infer(name: str):
         if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic * a.groups:
             per = f" ({ic} per group x groups={a.groups})" if a.groups > 1 else ""
             raise OpError(f"{name}: x has {x.shape[cax]} input channels ({fmt} {x.shape}) but "
-                          f"w expects {ic * a.groups}{per} ({wfmt} {w.shape})")
+                          f"w expects {ic * a.groups}{per} ({wfmt} {w.shape})"
+                          f"{layout_hint(x.shape, w.shape, fmt, wfmt, a.groups)}")
         if oc >= 0 and oc % a.groups:
             raise OpError(f"{name}: {oc} output channels do not split into groups={a.groups}; "
                           f"w's output channels must be a multiple of groups")
@@ -123,19 +164,65 @@ def _conv_infer(name: str):
     return infer
 
 
-def _pool_infer(name: str):
+def padding_only_window(size: int, k: int, s: int, d: int, padding: Any) -> int | None:
+    """The first output index of one spatial axis whose pooling window holds only padding
+    (its taps all fall before the input, after it, or -- dilated -- in the gaps around it);
+    None when every window reads the input, or when ``size`` is unknown (-1).
+
+    >>> padding_only_window(2, 2, 1, 3, 1)  # taps -1 and 2 around an input of 2
+    0
+    >>> padding_only_window(2, 2, 1, 1, 1) is None
+    True
+    """
+    if size < 0 or k < 0:
+        return None
+    before, _, out = K.axis_pads(size, k, s, d, padding)
+    # tap t of output o reads o * s - before + t * d: inside [0, size) iff t * d is in
+    # [lo, lo + size - 1] with lo = before - o * s; the first candidate is t = ceil(lo / d)
+    lo = before - np.arange(out) * s
+    t = np.maximum(-(-lo // d), 0)
+    empty = np.flatnonzero((t > k - 1) | (t * d > lo + size - 1))
+    return int(empty[0]) if empty.size else None
+
+
+def check_windows(name: str, sizes: tuple[int, ...], kernel: tuple, stride: tuple,
+                  padding: Any, dilation: tuple) -> None:
+    """Refuse pooling geometry whose windows would hold only padding (max would give -inf,
+    avg 0 and both zero gradients): padding over half the kernel, or an input that a dilated
+    window can straddle. Sizes of -1 (unknown) are checked when they are known (at run time)."""
+    for i, size in enumerate(sizes):
+        pad = "same" if padding == "same" else padding[i]
+        if pad != "same" and 2 * pad > kernel[i]:
+            raise OpError(f"{name}: padding {pad} is more than half the kernel {kernel[i]} on "
+                          f"spatial axis {i}: some windows would hold only padding; use a "
+                          f"smaller padding or \"same\"")
+        if dilation[i] == 1:  # contiguous windows within that padding always reach the input
+            continue
+        o = padding_only_window(size, kernel[i], stride[i], dilation[i], pad)
+        if o is not None:
+            raise OpError(f"{name}: some windows would hold only padding: on spatial axis {i} "
+                          f"(input size {size}, kernel {kernel[i]}, dilation {dilation[i]}, "
+                          f"stride {stride[i]}, padding {pad}) every tap of the window of "
+                          f"output {o} falls in the padding or between the input's elements; "
+                          f"use a smaller dilation or padding, or a larger input")
+
+
+def pool_infer(name: str):
+    """Inference of a 1-, 2- or 3-D pooling op (the spatial rank is the layout's)."""
     def infer(types: list[TensorType], a: Any) -> TensorType:
         x = types[0]
         dtype = float_dtype(name, types[:1], ("x",))
-        check_rank(name, x, 4, "x", a.data_format)
+        n = len(a.data_format) - 2
+        check_rank(name, x, n + 2, "x", a.data_format)
         axes, _ = spatial_axes(a.data_format)
+        kernel, stride, dilation = (as_tuple(v, n) for v in (a.kernel, a.stride, a.dilation))
+        padding = as_tuple(a.padding, n)
         out = list(x.shape)
         for i, ax in enumerate(axes):
-            pad = "same" if a.padding == "same" else a.padding[i]
-            if pad != "same" and 2 * pad > a.kernel[i]:
-                raise OpError(f"{name}: padding {a.padding} is more than half the kernel "
-                              f"{a.kernel}: some windows would hold only padding")
-            out[ax] = _out_size(x.shape[ax], a.kernel[i], a.stride[i], a.dilation[i], pad)
+            out[ax] = _out_size(x.shape[ax], kernel[i], stride[i], dilation[i],
+                                "same" if padding == "same" else padding[i])
+        check_windows(name, tuple(x.shape[ax] for ax in axes), kernel, stride, padding,
+                      dilation)
         return TensorType(tuple(out), dtype)
     return infer
 
@@ -151,12 +238,26 @@ def _like_infer(name: str, like: int, labels: tuple[str, ...]):
 
 # --- implementations (the kernels are in cnn_kernels.py) ----------------------------------------
 
-def guard(*arrays, kernel=(), padding=()) -> None:
+def guard(*arrays) -> None:
     """Eager calls run the impl without inference: refuse what inference refuses (the caller,
     ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
-    if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None) or (
-            padding != "same" and any(2 * p > k for p, k in zip(padding, kernel))):
+    if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None):
         raise TypeError("unsupported input (see the op's inference)")
+
+
+def pool_guard(x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
+               data_format: str) -> None:
+    """``guard`` for a pooling impl: also its rank and windows (``check_windows``)."""
+    guard(x)
+    n = len(data_format) - 2
+    if np.ndim(x) != n + 2:
+        raise TypeError("unsupported input (see the op's inference)")
+    axes, _ = spatial_axes(data_format)
+    try:
+        check_windows("", tuple(np.shape(x)[ax] for ax in axes), as_tuple(kernel, n),
+                      as_tuple(stride, n), as_tuple(padding, n), as_tuple(dilation, n))
+    except OpError:
+        raise TypeError("unsupported input (see the op's inference)") from None
 
 
 def _cf(fmt: str) -> bool:
@@ -311,7 +412,7 @@ CONV1D_OP = define("conv1d", ["x", "w", "b?"], _conv_infer("conv1d"), _conv1d, a
 # --- pooling ------------------------------------------------------------------------------------
 
 def _max_pool(x, *, kernel, stride, padding, dilation, data_format):
-    guard(x, kernel=kernel, padding=padding)
+    pool_guard(x, kernel, stride, padding, dilation, data_format)
     return K.max_pool(np.asarray(x), kernel, stride, padding, dilation, _cf(data_format))
 
 
@@ -321,7 +422,7 @@ def _max_pool_grad(x, g, *, kernel, stride, padding, dilation, data_format):
 
 
 def _avg_pool(x, *, kernel, stride, padding, dilation, data_format, count_include_pad):
-    guard(x, kernel=kernel, padding=padding)
+    pool_guard(x, kernel, stride, padding, dilation, data_format)
     return K.avg_pool(np.asarray(x), kernel, stride, padding, dilation, count_include_pad,
                       _cf(data_format))
 
@@ -332,14 +433,14 @@ def _avg_pool_grad(g, like, *, kernel, stride, padding, dilation, data_format,
                            count_include_pad, _cf(data_format))
 
 
-define("max_pooling2d", ["x"], _pool_infer("max_pooling2d"), _max_pool, attrs=POOL2D,
+define("max_pooling2d", ["x"], pool_infer("max_pooling2d"), _max_pool, attrs=POOL2D,
        grad=lambda ins, outs, gs, a: [op.max_pooling2d_grad(ins[0], gs[0], **_attrs(a))],
        **_GROUP, doc="Max over each ``kernel`` window (padding never wins).")
 define("max_pooling2d_grad", ["x", "g"], _like_infer("max_pooling2d_grad", 0, ("x", "g")),
        _max_pool_grad, attrs=POOL2D, grad=NONDIFF, **_GROUP,
        doc="The adjoint of ``max_pooling2d``: each window's ``g`` sent to the input that won "
            "it (the first in row-major order among equal maxima). Not differentiable again.")
-define("avg_pooling2d", ["x"], _pool_infer("avg_pooling2d"), _avg_pool, attrs=AVG2D,
+define("avg_pooling2d", ["x"], pool_infer("avg_pooling2d"), _avg_pool, attrs=AVG2D,
        grad=lambda ins, outs, gs, a: [op.avg_pooling2d_grad(gs[0], ins[0], **_attrs(a))],
        **_GROUP, doc="Mean over each ``kernel`` window; the divisor counts the taps inside the "
                      "image (ND4J's default) or, with ``count_include_pad``, the whole window.")

@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import forksafe
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
 from .cnn import (PADDING, PAIR, add_bias, channel_dims, check_rank, float_dtype, guard,
-                  spatial_axes)
+                  layout_hint, spatial_axes)
 from .cnn_attrs import choice
 from .cnn_volumetric import deconv_sizes, static_sizes
 from .registry import REQUIRED, AttrKind, TensorType, define
@@ -93,6 +94,7 @@ def depthwise(x, w, stride, padding, dilation, cf):
     return y.reshape((x.shape[0], c * m, oh, ow) if cf else (x.shape[0], oh, ow, c * m))
 
 
+@forksafe.guarded  # einsum may call numpy's BLAS: a fork waits for it
 def depthwise_input_grad(g, w, xshape, stride, padding, dilation, cf):
     dtype = np.result_type(g, w)
     g, w = np.asarray(g, dtype), np.asarray(w, dtype)
@@ -107,6 +109,7 @@ def depthwise_input_grad(g, w, xshape, stride, padding, dilation, cf):
     return dx
 
 
+@forksafe.guarded
 def depthwise_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     dtype = np.result_type(x, g)
     x, g = np.asarray(x, dtype), np.asarray(g, dtype)
@@ -134,7 +137,8 @@ def _depthwise_type(name: str, x: TensorType, w: TensorType, a: Any, dtype) -> T
     if x.shape[cax] >= 0 and w.shape[2] >= 0 and x.shape[cax] != w.shape[2]:
         raise OpError(f"{name}: x has {x.shape[cax]} input channels ({a.data_format} {x.shape}) "
                       f"but w expects {w.shape[2]} (w is [kH, kW, iC, depthMultiplier], "
-                      f"got {w.shape})")
+                      f"got {w.shape})"
+                      f"{layout_hint(x.shape, w.shape, a.data_format, 'HWIO', weights=False)}")
     out = list(x.shape)
     for i, ax in enumerate(axes):
         if x.shape[ax] >= 0 and w.shape[i] >= 0:

@@ -57,7 +57,7 @@ import threading
 import numba
 import numpy as np
 
-from .. import spin, workers
+from .. import forksafe, spin, workers
 from . import cnn_im2col as I
 from . import cnn_winograd as W
 
@@ -428,6 +428,7 @@ def _winograd(x, w, out, before, bias, relu=False):
     return out
 
 
+@forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/forksafe.py)
 def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels, then ``max(., 0)``
     if ``relu``), by the route ``choose`` picks; the compiled routes write the bias and the
@@ -455,6 +456,7 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     return out
 
 
+@forksafe.guarded
 def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     """Adjoint of ``conv`` in ``x``: ``g`` (conv's output gradient) -> dx of ``xshape``: the
     transposed GEMMs then col2im, or the same taps with source and destination swapped and
@@ -480,6 +482,7 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     return _gemm_taps(g, lambda i, j: w[i, j].T, dx, taps, cf, tuple(stride) == (1, 1))
 
 
+@forksafe.guarded
 def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     """Adjoint of ``conv`` in ``w``: -> dw [kH, kW, C, O]."""
     hw = spatial(x.shape, cf)

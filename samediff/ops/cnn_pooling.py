@@ -32,15 +32,7 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .cnn import (
-    _attrs,
-    check_rank,
-    float_dtype,
-    as_tuple,
-    guard,
-    _like_infer,
-    _out_size,
-)
+from .cnn import _attrs, _like_infer, as_tuple, float_dtype, pool_guard, pool_infer
 from .cnn_attrs import choice, padding, window
 from .registry import NONDIFF, REGISTRY, REQUIRED, Attr, AttrKind, TensorType, define
 
@@ -66,27 +58,6 @@ def _geometry(a: Any) -> tuple[int, tuple, tuple, Any, tuple, bool]:
     n = len(a.data_format) - 2
     return (n, as_tuple(a.kernel, n), as_tuple(a.stride, n), as_tuple(a.padding, n), as_tuple(a.dilation, n),
             a.data_format[1] == "C")
-
-
-# --- inference ----------------------------------------------------------------------------------
-
-def _pool_infer(name: str):
-    def infer(types: list[TensorType], a: Any) -> TensorType:
-        x = types[0]
-        dtype = float_dtype(name, types[:1], ("x",))
-        n, kernel, stride, padding, dilation, cf = _geometry(a)
-        check_rank(name, x, n + 2, "x", a.data_format)
-        out = list(x.shape)
-        for i in range(n):
-            pad = "same" if padding == "same" else padding[i]
-            if pad != "same" and 2 * pad > kernel[i]:
-                raise OpError(f"{name}: padding {a.padding} is more than half the kernel "
-                              f"{a.kernel}: some windows would hold only padding; use a "
-                              f"smaller padding or \"same\"")
-            ax = i + 2 if cf else i + 1
-            out[ax] = _out_size(x.shape[ax], kernel[i], stride[i], dilation[i], pad)
-        return TensorType(tuple(out), dtype)
-    return infer
 
 
 # --- N-D kernels (loops over kernel taps; each tap is a strided slice of every output) -----------
@@ -133,7 +104,8 @@ def _attrs_of(attrs: dict) -> Any:
 
 def _max_pool(x, **attrs):
     x = np.asarray(x)
-    guard(x, kernel=as_tuple(attrs["kernel"], x.ndim - 2), padding=as_tuple(attrs["padding"], x.ndim - 2))
+    pool_guard(x, attrs["kernel"], attrs["stride"], attrs["padding"], attrs["dilation"],
+               attrs["data_format"])
     _, shape, taps, _ = _setup(x.shape, _attrs_of(attrs))
     out = np.full(shape, -np.inf, x.dtype)
     for _, oi, ii in taps:
@@ -158,7 +130,8 @@ def _max_pool_grad(x, g, **attrs):
 
 def _avg_pool(x, *, count_include_pad, **attrs):
     x = np.asarray(x)
-    guard(x, kernel=as_tuple(attrs["kernel"], x.ndim - 2), padding=as_tuple(attrs["padding"], x.ndim - 2))
+    pool_guard(x, attrs["kernel"], attrs["stride"], attrs["padding"], attrs["dilation"],
+               attrs["data_format"])
     geo, shape, taps, info = _setup(x.shape, _attrs_of(attrs))
     out = np.zeros(shape, x.dtype)
     for _, oi, ii in taps:
@@ -198,7 +171,7 @@ def _via(helper: str, order: str):
 for _n, _max_attrs, _avg_attrs, _layout in ((1, POOL1D, AVG1D, "NCW|NWC"),
                                             (3, POOL3D, AVG3D, "NCDHW|NDHWC")):
     _mx, _av = f"max_pooling{_n}d", f"avg_pooling{_n}d"
-    define(_mx, ["x"], _pool_infer(_mx), _max_pool, attrs=_max_attrs, **_GROUP,
+    define(_mx, ["x"], pool_infer(_mx), _max_pool, attrs=_max_attrs, **_GROUP,
            grad=_via(f"{_mx}_grad", "xg"),
            doc=f"{_n}-D max pooling of ``x`` ({_layout}) over each ``kernel`` window; padding "
                f"never wins.")
@@ -206,7 +179,7 @@ for _n, _max_attrs, _avg_attrs, _layout in ((1, POOL1D, AVG1D, "NCW|NWC"),
            attrs=_max_attrs, grad=NONDIFF, **_GROUP,
            doc=f"The adjoint of ``{_mx}``: each window's ``g`` sent to the input that won it "
                f"(the first in row-major tap order among equal maxima). Not differentiable.")
-    define(_av, ["x"], _pool_infer(_av), _avg_pool, attrs=_avg_attrs, **_GROUP,
+    define(_av, ["x"], pool_infer(_av), _avg_pool, attrs=_avg_attrs, **_GROUP,
            grad=_via(f"{_av}_grad", "gx"),
            doc=f"{_n}-D average pooling of ``x`` ({_layout}); the divisor counts the taps "
                f"inside the input (ND4J's default) or, with ``count_include_pad``, the window.")

@@ -40,7 +40,8 @@ import numpy as np
 from ..errors import OpError
 from . import cnn_kernels as K
 from .call import op
-from .cnn import add_bias, channel_dims, check_rank, float_dtype, guard, spatial_axes
+from .cnn import (add_bias, channel_dims, check_rank, float_dtype, guard, layout_hint,
+                  spatial_axes)
 from .cnn_attrs import choice, padding, sizes, window
 from .registry import REQUIRED, TensorType, define
 
@@ -250,7 +251,8 @@ def _conv3d_infer(types: list[TensorType], a: Any) -> TensorType:
     axes, cax = spatial_axes(a.data_format)
     if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic:
         raise OpError(f"{name}: x has {x.shape[cax]} input channels ({a.data_format} "
-                      f"{x.shape}) but w expects {ic} ({a.weights_format} {w.shape})")
+                      f"{x.shape}) but w expects {ic} ({a.weights_format} {w.shape})"
+                      f"{layout_hint(x.shape, w.shape, a.data_format, a.weights_format)}")
     _check_bias(name, types, oc)
     out = list(x.shape)
     for i, ax in enumerate(axes):
@@ -283,7 +285,8 @@ def _deconv_infer(name: str):
         if x.shape[cax] >= 0 and ic >= 0 and x.shape[cax] != ic:
             raise OpError(f"{name}: x has {x.shape[cax]} input channels ({a.data_format} "
                           f"{x.shape}) but w expects {ic} ({a.weights_format} {w.shape}: "
-                          f"[{'kH, kW, oC, iC' if n == 2 else 'kD, kH, kW, oC, iC'}] for ND4J)")
+                          f"[{'kH, kW, oC, iC' if n == 2 else 'kD, kH, kW, oC, iC'}] for ND4J)"
+                          f"{layout_hint(x.shape, w.shape, a.data_format, a.weights_format)}")
         _check_bias(name, types, oc)
         sizes = deconv_sizes(name, [x.shape[ax] for ax in axes], ks, a)
         out = list(x.shape)

@@ -184,6 +184,12 @@ unary("imag", lambda x: np.array(np.imag(x)), unfused="0 for real inputs (not 0 
       doc="Imaginary part (zeros on real inputs).")
 unary("conj", np.conjugate, scalar=lambda e, x: f"({x})", exact=True,
       doc="Complex conjugate (the identity on real inputs).")
+# JAX's stop_gradient: the identity forward (a fresh array, as every elementwise op gives),
+# a zero gradient backward, so `x * stop_gradient(x)` differentiates to `x`, not `2 x`
+unary("stop_gradient", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"({x})",
+      exact=True, grad=lambda x, y, g, a: op.zeros_like(g), stops_gradient=True,
+      namespace="base", doc="The identity, with a zero gradient: values that flow through it "
+      "are constants to ``nd.grad`` and SameDiff's gradients (JAX's ``stop_gradient``).")
 unary("angle", np.angle, unfused="complex argument (atan2 of the parts); complex values are "
       "not fused", doc="Argument of each value in radians (0 or pi on real inputs).")
 unary("exp", np.exp, scalar=_fn("exp"), doc="Elementwise ``e**x``.")
@@ -295,9 +301,9 @@ binary("mul", np.multiply, scalar=_infix("({x} * {y})"), exact=True,
 binary("div", np.true_divide, scalar=_infix("({x} / {y})"), exact=True,
        doc="Elementwise true division ``x / y`` with broadcasting.")
 binary("rsub", lambda x, y: np.subtract(y, x), scalar=_infix("({y} - {x})"), exact=True,
-       doc="Reversed subtraction ``y - x``.")
+       into=lambda out, x, y: np.subtract(y, x, out=out), doc="Reversed subtraction ``y - x``.")
 binary("rdiv", lambda x, y: np.true_divide(y, x), scalar=_infix("({y} / {x})"), exact=True,
-       doc="Reversed division ``y / x``.")
+       into=lambda out, x, y: np.true_divide(y, x, out=out), doc="Reversed division ``y / x``.")
 binary("pow", np.power, scalar=_infix("({x} ** {y})"), doc="Elementwise ``x ** y``.")
 binary("maximum", np.maximum, scalar=_infix("np.maximum({x}, {y})"), exact=True,
        doc="Elementwise maximum (NaN propagates).")

@@ -98,6 +98,12 @@ def _signature(types: Sequence[TensorType]) -> tuple[tuple[np.dtype, bool], ...]
 # --------------------------------------------------------------------------------------------
 
 
+def _ufunc_into(ufunc: np.ufunc, out: np.ndarray, *inputs: Any) -> None:
+    """An ``OpDef.into`` from a ufunc: numpy's ``out=`` (default casting "same_kind") casts in
+    small buffers, and makes a temporary only where an input overlaps ``out`` unsafely."""
+    ufunc(*inputs, out=out)
+
+
 def unary_rule(fn: Callable[..., Any]) -> Callable[..., list]:
     """The gradient rule of a one-input op from ``fn(x, y, g, attrs) -> dx`` (``y`` the output)."""
     return lambda ins, outs, gs, a: [fn(ins[0], outs[0], gs[0], a)]
@@ -120,6 +126,8 @@ def elementwise(name: str, inputs: Sequence[str], impl: Callable, **meta: Any) -
         weak = all(t.weak for t in types)
         return [TensorType(shape, d, weak) for d in probe_dtypes(op, attrs, _signature(types))]
 
+    if isinstance(impl, np.ufunc) and impl.nout == 1 and "into" not in meta:
+        meta["into"] = functools.partial(_ufunc_into, impl)  # in-place updates write through
     op = define(name, inputs, infer, impl, elementwise=True, **meta)
     return op
 

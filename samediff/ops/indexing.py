@@ -82,7 +82,7 @@ def indexed_shape(shape: Sequence[int], spec: Sequence[Any]) -> tuple[int, ...]:
     rank = len(shape)
     consumed = sum(1 for k in index if k is not None and k is not Ellipsis)
     if consumed > rank:
-        raise ValueError(f"too many indices: {consumed} for an array of rank {rank}")
+        raise IndexError(f"too many indices: {consumed} for an array of rank {rank}")
     pos, out = 0, []
     for k in index:
         if k is None:
@@ -95,5 +95,5 @@ def indexed_shape(shape: Sequence[int], spec: Sequence[Any]) -> tuple[int, ...]:
             if isinstance(k, slice):
                 out.append(len(range(*k.indices(d))) if d >= 0 else -1)
             elif d >= 0 and not -d <= k < d:
-                raise ValueError(f"index {k} is out of range for dim {pos - 1} of size {d}")
+                raise IndexError(f"index {k} is out of range for dim {pos - 1} of size {d}")
     return tuple(out) + tuple(shape[pos:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import forksafe
 from .call import op
 from .matmul_kernels import matmul2d
 from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
@@ -44,6 +45,7 @@ def matmul_shape(xs: Shape, ys: Shape, transpose_x: bool = False, transpose_y: b
     return _swap_last2(out) if transpose_result else out
 
 
+@forksafe.guarded  # a BLAS GEMM (ours or numpy's): a fork waits for it
 def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     x, y = np.asarray(x), np.asarray(y)
     shapes = x.shape, y.shape
@@ -96,6 +98,7 @@ def tensor_mmul_shape(xs: Shape, ys: Shape, a) -> Shape:
             + tuple(d for j, d in enumerate(ys) if j not in ay))
 
 
+@forksafe.guarded
 def _tensor_mmul(x, y, *, dims_x, dims_y):
     return np.tensordot(x, y, axes=(list(dims_x), list(dims_y)))
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import forksafe
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
 from .linalg import matmul_shape
 from .registry import AttrKind, RowKernel, define
@@ -206,20 +207,43 @@ def _momentum(v: Any) -> float:
 MOMENTUM = AttrKind("momentum", _momentum)
 
 
+def bn_params_fit(x: np.ndarray, params: tuple, ax: int) -> bool:
+    """Eager calls skip inference: 1-D parameters must match x's ``ax`` (numpy would
+    broadcast 3 values against a size-1 axis into a wrong shape); else inference explains."""
+    return all(np.ndim(p) != 1 or np.size(p) in (1, x.shape[ax]) for p in params)
+
+
 def _batch_norm(x, mean, variance, gamma, beta, *, epsilon, axis, momentum):
     x = np.asarray(x)
     ax = axis % x.ndim
+    if not bn_params_fit(x, (mean, variance, gamma, beta), ax):
+        raise ValueError("invalid inputs")  # explain_failure asks inference for the message
     # Fold the per-channel parameters first: one scale and one shift touch x.
     scale = _along(gamma, x.ndim, ax) / np.sqrt(_along(variance, x.ndim, ax) + epsilon)
     return (x - _along(mean, x.ndim, ax)) * scale + _along(beta, x.ndim, ax)
 
 
-def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
-    *params, a = params_and_attrs
-    ax = normalize_axis(a.axis, len(xs), "axis")
+def batch_norm_shape(xs: Shape, params: list[Shape], axis: int) -> Shape:
+    """x's shape refined by batch norm's parameters (mean, variance, gamma, beta) along
+    ``axis``. Parameters that fit the channels of the other layout -- NCHW data with the
+    default ``axis=-1``, or NHWC data with ``axis=1`` -- are refused naming the axis to pass."""
+    ax = normalize_axis(axis, len(xs), "axis")
     for what, p in zip(("mean", "variance", "gamma", "beta"), params):
+        if len(p) == 1 and len(xs) >= 3 and p[0] >= 0 and xs[ax] >= 0 and p[0] != xs[ax]:
+            other = {1: len(xs) - 1, len(xs) - 1: 1}.get(ax)
+            if other is not None and xs[other] == p[0]:
+                layout = "channels first (NCHW)" if other == 1 else "channels last (NHWC)"
+                raise ValueError(
+                    f"{what} has {p[0]} values but x (shape {xs}) has {xs[ax]} on axis {ax} "
+                    f"(axis={axis}); for {layout} data, whose channels are axis {other}, pass "
+                    f"axis={other if other == 1 else -1} (axis is batch_norm's data format)")
         xs = _vector(p, what, xs, ax)
     return xs
+
+
+def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
+    *params, a = params_and_attrs
+    return batch_norm_shape(xs, params, a.axis)
 
 
 define("batch_norm", ["x", "mean", "variance", "gamma", "beta"],
@@ -252,6 +276,7 @@ define("bias_add", ["x", "b"],
        doc="``x + b`` with the 1-D bias along dim 1 (``nchw=True``) or the last dim.")
 
 
+@forksafe.guarded  # numpy's threaded GEMM: a fork waits for it (samediff/forksafe.py)
 def _linear(x, w, b=None):
     out = np.matmul(x, w)
     return out if b is None else out + b

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ..dtypes import to_dtype
-from ..errors import NdDTypeError, OpError
+from ..errors import NdDTypeError, OpError, OpIndexError
 
 
 class TensorType(NamedTuple):
@@ -272,8 +272,15 @@ class OpDef:
     unfused: str = ""                # why an elementwise op has no scalar expression
     accumulate: Accumulator | None = None  # a reduction the compiler fuses with its input chain
     row_kernel: RowKernel | None = None    # a row anchor (softmax, layer_norm...)
+    # -- in-place updates (x.addi(y)) --
+    into: Callable[..., Any] | None = None  # into(out, *inputs, **attrs) writes the result into
+                                     # ``out`` as np.copyto(out, impl(...), casting="same_kind")
+                                     # would, with no full-size temporary; the elementwise
+                                     # factory derives it for ufunc impls (ufunc(..., out=out))
     # -- autodiff --
     grad: Any = None                 # rule(inputs, outputs, grads, attrs), or NONDIFF
+    stops_gradient: bool = False     # the gradient is zero by definition (stop_gradient), not
+                                     # the derivative of ``impl``: finite differences disagree
     # -- training mode --
     training: Any = None             # the op's training-mode form (dropout, batch_norm), see
                                      # ``deftraining``; None: the op is the same in training
@@ -390,7 +397,10 @@ class OpDef:
             raise
         except NdDTypeError:
             raise
-        except (ValueError, TypeError, IndexError) as exc:
+        except IndexError as exc:  # an index out of range: numpy users catch IndexError
+            raise OpIndexError(f"{self.name}: {exc} (inputs: {describe(types)}, "
+                               f"attrs: {attrs})") from None
+        except (ValueError, TypeError) as exc:
             raise OpError(f"{self.name}: {exc} (inputs: {describe(types)}, attrs: {attrs})") from None
         return list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
 

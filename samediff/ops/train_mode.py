@@ -46,7 +46,7 @@ from .. import random_state
 from .call import op
 from .families import normalize_axis, unary
 from .grads_structural import _placed, _sum_except
-from .nn import MOMENTUM, _along, _vector
+from .nn import MOMENTUM, _along, batch_norm_shape, bn_params_fit
 from .registry import NONDIFF, Attr, AttrKind, TensorType, define, deftraining
 
 
@@ -110,9 +110,7 @@ def _bn_train_infer(types: list[TensorType], a: Any) -> list[TensorType]:
         if t.dtype.kind != "f":
             raise ValueError(f"{what} must be a float array, got {t}")
     ax = normalize_axis(a.axis, x.rank, "axis")
-    shape = x.shape
-    for t, what in zip(types[1:], ("mean", "variance", "gamma", "beta")):
-        shape = _vector(t.shape, what, shape, ax)
+    shape = batch_norm_shape(x.shape, [t.shape for t in types[1:]], a.axis)
     for t, what in ((mean, "mean"), (variance, "variance")):
         if t.rank != 1:
             raise ValueError(f"the running {what} must be 1-D (one value per entry of x's "
@@ -127,6 +125,8 @@ def _bn_train(x, mean, variance, gamma, beta, *, epsilon, axis, momentum):
             np.asarray(v).dtype.kind != "f" for v in (x, mean, variance, gamma, beta)):
         raise ValueError("invalid inputs")  # eager calls: inference explains (explain_failure)
     ax = axis % x.ndim
+    if not bn_params_fit(x, (mean, variance, gamma, beta), ax):
+        raise ValueError("invalid inputs")
     red = tuple(i for i in range(x.ndim) if i != ax)
     wide = np.result_type(x.dtype, np.float64)  # statistics of float32 data in float64
     mu = x.mean(axis=red, dtype=wide)

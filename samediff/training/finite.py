@@ -26,6 +26,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from .. import forksafe
+
 #: arrays at least this large are checked on all cores. Below it one core is faster: a serial
 #: pass over a 1 MB gradient takes ~12 us, and waking threads costs about as much (far more when
 #: other processes share the cores)
@@ -77,7 +79,7 @@ def _finite(x: Any) -> bool:
     if not arr.flags.c_contiguous:  # a library op's view (a transpose): the kernels want C order
         arr = np.ascontiguousarray(arr)
     count, utype, mask = kernel
-    if arr.size >= _PARALLEL:
+    if arr.size >= _PARALLEL and forksafe.parallel_ok():  # (serial in a fork child: forksafe)
         return _count_parallel(arr.reshape(-1).view(utype), mask) == 0
     return count(arr) == 0
 

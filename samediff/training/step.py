@@ -226,6 +226,13 @@ class TrainStep:
         feed_types = []
         for name, info in self._placeholders:
             if name not in feeds:
+                if name in self.config.label_mapping:  # the batches carry no labels
+                    raise TrainingError(
+                        f"fit: label placeholder {name!r} ({info.ttype}) is missing from the "
+                        f"batch (got {sorted(feeds)}); it is expected because the training "
+                        f"config's label_mapping names it ({self.config.label_mapping}). Pass "
+                        f"batches with labels ((features, labels) pairs, or dicts with a "
+                        f"{name!r} key), or leave it out of label_mapping")
                 raise TrainingError(f"fit: placeholder {name!r} ({info.ttype}) needs a value "
                                     f"from each batch; map it with TrainingConfig("
                                     f"feature_mapping=/label_mapping=) or pass dict batches "

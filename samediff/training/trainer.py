@@ -274,13 +274,19 @@ def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label:
             raise TrainingError("evaluate: which placeholder holds the labels? pass label=... or "
                                 "set label_mapping in the training config")
         label = cfg.label_mapping[0]
+        source = f"the training config's label_mapping ({cfg.label_mapping})"
+    else:
+        source = f"label={label!r}"
     evs = list(evaluations)
     for ev in evs:
         ev.reset()
     for feeds in Batches(data, mapping, batch_size, False, 0, "evaluate").epoch(0):
         if label not in feeds:
-            raise TrainingError(f"evaluate: batches have no labels for {label!r} (got "
-                                f"{sorted(feeds)})")
+            raise TrainingError(f"evaluate: label placeholder {label!r} is missing from the "
+                                f"batch (got {sorted(feeds)}); it is expected because of "
+                                f"{source}. Pass batches with labels ((features, labels) "
+                                f"pairs, or dicts with a {label!r} key), or name another "
+                                f"placeholder with label=")
         pred = sd.output(_needed_feeds(sd, feeds, [output]), output)[output].numpy()
         for ev in evs:
             ev.eval(feeds[label], pred)
