@@ -64,11 +64,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
     """A function returning ``(fn(*args), gradient)`` (like ``jax.value_and_grad``); with
     ``has_aux``, ``fn`` returns ``(value, aux)`` and the result is ``((value, aux), grad)``.
     ``argnums`` is an int (one gradient) or a tuple (a tuple of gradients)."""
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
-    if not nums or any(not isinstance(i, int) or isinstance(i, bool) for i in nums):
-        raise GradientError(f"value_and_grad: argnums must be an int or a non-empty tuple of "
-                            f"ints, got {argnums!r}")
+    single, nums = parse_argnums(argnums, "value_and_grad")
     name = getattr(fn, "__name__", "function")
 
     @functools.wraps(fn)
@@ -117,6 +113,17 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         value_out = (results[loss], aux_out) if has_aux else results[loss]
         return value_out, grads[0] if single else tuple(grads)
     return value_and_gradient
+
+
+def parse_argnums(argnums: Any, who: str) -> tuple[bool, tuple[int, ...]]:
+    """``(single, nums)`` from an ``argnums`` of an int or a non-empty tuple/list of ints (one
+    rule for ``grad``, ``value_and_grad`` and the Jacobians)."""
+    single = isinstance(argnums, int) and not isinstance(argnums, bool)
+    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, (tuple, list)) else ()
+    if not nums or any(not isinstance(i, int) or isinstance(i, bool) for i in nums):
+        raise GradientError(f"{who}: argnums must be an int or a non-empty tuple of ints, "
+                            f"got {argnums!r}")
+    return single, nums
 
 
 def _in_training_mode() -> bool:

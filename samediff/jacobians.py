@@ -32,7 +32,7 @@ import numpy as np
 
 from .array import bind
 from .autodiff import GradientError
-from .functional import tree_leaves, tree_map, value_and_grad
+from .functional import parse_argnums, tree_leaves, tree_map, value_and_grad
 from .ops import get_op
 
 _STACK, _RESHAPE, _ZEROS = get_op("stack"), get_op("reshape"), get_op("zeros")
@@ -77,11 +77,7 @@ def hessian(fn: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callabl
 
 
 def _jacobian(fn: Callable[..., Any], argnums: int | Sequence[int], kind: str) -> Callable:
-    single = isinstance(argnums, int) and not isinstance(argnums, bool)
-    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, (tuple, list)) else ()
-    if not nums or any(not isinstance(i, int) or isinstance(i, bool) for i in nums):
-        raise GradientError(f"{kind}: argnums must be an int or a non-empty tuple of ints, "
-                            f"got {argnums!r}")
+    single, nums = parse_argnums(argnums, kind)
     name = getattr(fn, "__name__", "function")
 
     @functools.wraps(fn)
