@@ -228,7 +228,10 @@ class Trace:
             values = dict(zip(out_slots, plan.execute(self.input_values())))
         except BaseException:
             PLAN_CACHE.discard(plan)  # a plan that failed is not replayed for the next trace
-            self.discard("its graph_scope failed to run; nothing was written")
+            self.discard("its graph_scope failed to run; " + (
+                "arrays it updates in place (x.addi(...)) may already hold their update, as "
+                "they would after the same failure eagerly" if self.donations() else
+                "nothing was written"))
             raise
         for x in alive:
             x._materialize(values[x._slot])
