@@ -30,8 +30,9 @@ from .array import NDArray, as_numpy
 from .compiler.cache import Structure
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
 from .frontends.nd4j import camel_case_method
-from .errors import GraphError, NdDTypeError, PlaceholderError, UnknownVariableError
-from .init import SCHEMES, WeightInit
+from .graph_args import parse_var_args, shape_arg
+from .errors import GraphError, PlaceholderError, UnknownVariableError
+from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
@@ -256,7 +257,7 @@ class SameDiff:
         be left out, as in ND4J's ``placeHolder("labels", 10)`` (FLOAT)."""
         if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
             dtype, shape = FLOAT, (int(dtype), *shape)
-        shape = _shape_arg(shape, allow_unknown=True)
+        shape = shape_arg(shape, allow_unknown=True)
         return self._add_var(self.graph.new_name(name, "placeholder"), VariableType.PLACEHOLDER,
                              TensorType(shape, to_dtype(dtype)))
 
@@ -271,7 +272,7 @@ class SameDiff:
         ``var_1``..."""
         if name is not None and not isinstance(name, str):  # ND4J's unnamed overloads
             name, args = None, (name, *args)
-        value, init, dtype, shape = _parse_var_args(args, init, dtype, shape)
+        value, init, dtype, shape = parse_var_args(args, init, dtype, shape)
         full = self.graph.new_name(name, "var")  # before sampling: a bad name draws no numbers
         if value is None:
             scheme = init if isinstance(init, WeightInit) else WeightInit(init or "zeros")
@@ -768,48 +769,3 @@ def _variable(sd: SameDiff, name: str) -> "SDVariable":
 _RENAMED = {"batchOutput": "output", "run": "output", "predict": "output",
             "execBackwards": "calculate_gradients",
             "exec_backwards": "calculate_gradients", "train": "fit"}
-
-
-def _shape_arg(shape: Any, allow_unknown: bool = False) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    out = tuple(int(d) for d in shape)
-    if any(d < (-1 if allow_unknown else 0) for d in out):
-        raise GraphError(f"invalid shape {out}" + ("" if allow_unknown else " (-1 not allowed here)"))
-    return out
-
-
-_INIT_NAMES = set(SCHEMES)
-
-
-def _parse_var_args(args: tuple, init: Any, dtype: Any, shape: Any) -> tuple:
-    value, dims = None, list(shape) if shape is not None else []
-    for a in args:
-        if isinstance(a, WeightInit) or (isinstance(a, str) and a in _INIT_NAMES):
-            if init is not None:
-                raise GraphError(f"var: init scheme given twice ({init!r} and {a!r})")
-            init = a
-        elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
-            dims.append(int(a))
-        elif isinstance(a, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in a):
-            dims.extend(int(d) for d in a)
-        elif isinstance(a, (NDArray, np.ndarray)):
-            value = as_numpy(a).copy()
-        elif isinstance(a, (str, np.dtype, type)):
-            if dtype is not None:
-                raise GraphError(f"var: data type given twice ({dtype!r} and {a!r})")
-            try:
-                dtype = to_dtype(a)
-            except NdDTypeError as exc:
-                raise NdDTypeError(f"var: {a!r} is neither an init scheme "
-                                   f"{sorted(_INIT_NAMES)} nor a data type ({exc})") from None
-        else:
-            raise GraphError(f"var: cannot interpret argument {a!r}; expected an array, an init "
-                             f"scheme {sorted(_INIT_NAMES)}, a dtype or shape dims")
-    dtype = to_dtype(dtype) if dtype is not None else None
-    if value is not None and dims and tuple(dims) != value.shape:
-        raise GraphError(f"var: shape {tuple(dims)} contradicts the value's shape {value.shape}")
-    if value is None and any(d < 0 for d in dims):
-        raise GraphError(f"var: variables need a fully known shape, got {tuple(dims)}")
-    return value, init, dtype, tuple(dims)
-

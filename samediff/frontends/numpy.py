@@ -42,8 +42,7 @@ import numpy as np
 
 from ..binding import WEAK_SCALARS
 from ..dtypes import SUPPORTED
-from ..errors import ArgumentConflictError
-from ..errors import OpError
+from ..errors import ArgumentConflictError, OpError
 from ..ops import REGISTRY
 from .common import Frontend, Namespace
 from .nd4j import split_call as nd4j_split_call
