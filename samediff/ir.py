@@ -69,7 +69,7 @@ class Node:
         return (self.op.name, self.attrs, self.inputs, self.outputs)
 
 
-@dataclass
+@dataclass(slots=True)
 class Var:
     """A variable of a graph: its kind, static type (``-1`` = unknown dim), value (VARIABLE and
     CONSTANT) and producing node (ARRAY)."""
@@ -194,6 +194,34 @@ class Graph:
         self.node_names.add(node_name)
         for o, t in zip(outs, out_types):
             self.vars[o] = Var(o, VariableType.ARRAY, t, producer=node)
+        return outs
+
+    # -- slot-keyed graphs (traces) ---------------------------------------------------------
+    # A trace records many small ops per second (the budget is a few microseconds each), so it
+    # names values by integer *slots* handed out in order and skips the checks a by-name graph
+    # needs: a fresh slot can never clash. It is otherwise the same Graph (same nodes, keys,
+    # passes, plans); ``named`` turns it into a by-name graph for SameDiff.
+
+    def add_slot(self, ttype: TensorType, vtype: VariableType = VariableType.PLACEHOLDER,
+                 value: np.ndarray | None = None) -> int:
+        """Add an input variable named by the next integer slot; returns the slot."""
+        self._touch()
+        slot = len(self.vars)
+        self.vars[slot] = Var(slot, vtype, ttype, value)  # type: ignore[index,arg-type]
+        return slot
+
+    def append(self, op: OpDef, rec: Any, inputs: tuple, out_types: Sequence[TensorType],
+               name: str = "") -> tuple[int, ...]:
+        """Add a node of a slot-keyed graph whose output types are already inferred; its outputs
+        are the next slots (returned). ``name`` is the user's name for the node, if any."""
+        self._touch()
+        first = len(self.vars)
+        outs = tuple(range(first, first + len(out_types)))
+        node = Node(name, op, rec, inputs, outs)
+        self.nodes.append(node)
+        vars_ = self.vars
+        for o, t in zip(outs, out_types):
+            vars_[o] = Var(o, VariableType.ARRAY, t, None, node)  # type: ignore[index,arg-type]
         return outs
 
     def rename(self, old: str, new: str) -> None:

@@ -1,6 +1,8 @@
 """``Trace``: what ``bind`` records into while a scope or compiled function is active.
 
-Every value in a trace is an integer *slot*. Inputs (eager arrays, deduplicated by identity,
+A trace records into a slot-keyed ``ir.Graph`` (``self.graph``): every value is an integer
+*slot* (``Graph.add_slot``/``Graph.append``), the same container SameDiff, autodiff and training
+build, keyed for the plan cache by the same ``structural_key``. Inputs (eager arrays, deduplicated by identity,
 and Python scalars, each a weak scalar input so ``x * 2`` and ``x * 3`` share one plan) get
 slots as they are first used; each recorded op gets slots for its outputs. At the end, the
 slots still held by live ``LazyArray`` s (weak references: intermediates nobody holds are
@@ -15,7 +17,7 @@ import numpy as np
 
 from samediff.array import NDArray, as_numpy, type_of
 from samediff.binding import WEAK_SCALARS
-from samediff.compiler.cache import PLAN_CACHE, get_plan
+from samediff.compiler.cache import PLAN_CACHE, get_plan, shape_class, structural_key
 from samediff.errors import NdDTypeError, OpError, TracingError
 from samediff.graph import SameDiff
 from samediff.ir import Graph, Node, VariableType
@@ -42,9 +44,7 @@ class Trace:
         self.training = training
         if read_hint is not None:
             self.read_hint = read_hint
-        self.nodes: list[Node] = []
-        self._node_keys: list[tuple] = []          # per node: (op name, attrs, input slots, #outputs)
-        self.types: list[TensorType] = []          # per slot
+        self.graph = Graph()                       # slot-keyed: value ids are ints
         self.input_slots: list[int] = []
         self.input_objects: list[Any] = []         # the eager object (or scalar) behind each input
         self._slot_by_id: dict[int, int] = {}      # id(eager array) -> slot
@@ -57,8 +57,14 @@ class Trace:
 
     # -- slots ------------------------------------------------------------------------------
     def _new_slot(self, ttype: TensorType) -> int:
-        self.types.append(ttype)
-        return len(self.types) - 1
+        return self.graph.add_slot(ttype)
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.graph.nodes
+
+    def type_of(self, slot: int) -> TensorType:
+        return self.graph.vars[slot].ttype  # type: ignore[index]
 
     def add_input(self, obj: Any) -> int:
         """Slot of an eager value used in the trace (arrays deduplicated by identity)."""
@@ -113,16 +119,13 @@ class Trace:
         if rec is None:
             rec = op.make_attrs({})
         slots = tuple([self.slot_of(x) for x in inputs])
-        types = self.types
         if self.training and op.training is not None:
             return self._record_training_form(op, rec, slots)
-        out_types = op.infer_types([types[s] for s in slots], rec)
-        index = len(self.nodes)
-        first = len(types)
-        types.extend(out_types)
-        outs = tuple(range(first, len(types)))
-        self.nodes.append(Node(name or "", op, rec, slots, outs))
-        self._node_keys.append((op.name, rec, slots, len(outs)))
+        graph = self.graph
+        vars_ = graph.vars
+        out_types = op.infer_types([vars_[s].ttype for s in slots], rec)  # type: ignore[index]
+        outs = graph.append(op, rec, slots, out_types, name or "")
+        index = len(graph.nodes) - 1
         if op.view:  # in-place updates through or of views cannot be replayed functionally
             self._viewed.update(slots)
             self._view_results.update(outs)
@@ -140,7 +143,7 @@ class Trace:
         form's state updates (running statistics) have nowhere to go in a trace and are
         dropped (``batch_norm_train`` returns them)."""
         origin = f"an input of {op.name}'s training form"
-        handles = [LazyArray(self, s, self.types[s], origin) for s in slots]
+        handles = [LazyArray(self, s, self.type_of(s), origin) for s in slots]
         outs, _updates = op.training(handles, rec)
         return tuple(outs) if op.multi_output or len(outs) != 1 else outs[0]
 
@@ -157,7 +160,7 @@ class Trace:
         if not lazy:
             self._check_no_alias(target, op)
         result = self.record(op, inputs, attrs)
-        rtype, ttype = self.types[result._slot], (target._type if lazy else type_of(target._data))
+        rtype, ttype = self.type_of(result._slot), (target._type if lazy else type_of(target._data))
         if rtype.shape != ttype.shape:
             raise OpError(f"{op.name}i: in-place result has shape {rtype.shape} but the target "
                           f"has shape {ttype.shape}; use the non-in-place {op.name}()")
@@ -167,7 +170,7 @@ class Trace:
                                    f"{ttype.dtype} array in place; use {op.name}() or cast first")
             result = self.record(get_op("cast"), [result], {"dtype": ttype.dtype})
         if lazy:
-            target._slot, target._type = result._slot, self.types[result._slot]
+            target._slot, target._type = result._slot, self.type_of(result._slot)
             if id(target) in self._arguments:  # the caller's array is updated after each call
                 self._writebacks[id(target)] = (target, result._slot)
         else:
@@ -192,17 +195,18 @@ class Trace:
         return alive, list(self._writebacks.values())
 
     def key(self, output_slots: tuple[int, ...]) -> tuple:
-        """The plan key: op names, attributes and wiring, then per input its dtype, rank,
-        weakness and broadcast pattern (not its sizes: a new batch size reuses the plan), then
-        the wanted slots."""
-        nodes = tuple(self._node_keys)
-        ins = tuple((t.dtype, len(t.shape), t.weak, tuple(d == 1 for d in t.shape))
-                    for t in (self.types[s] for s in self.input_slots))
-        return nodes, ins, output_slots
+        """The plan key, a ``structural_key`` of the graph like SameDiff's, except that each
+        input is keyed by its ``shape_class`` (dtype, rank, weakness, which dims are 1) and not
+        its sizes: a new batch size reuses the plan (which is built without exact shapes)."""
+        vars_ = self.graph.vars
+        ins = {s: shape_class(vars_[s].ttype) for s in self.input_slots}  # type: ignore[index]
+        return structural_key(self.graph.nodes, self.input_slots, output_slots, ins)
 
     def plan_for(self, output_slots: tuple[int, ...]) -> Any:
-        return get_plan(self.key(output_slots), self.nodes, self.input_slots, output_slots,
-                        self.types, donate=self.donations(), owner=self.owner)
+        vars_ = self.graph.vars
+        return get_plan(self.key(output_slots), self.graph.nodes, self.input_slots, output_slots,
+                        lambda: {s: v.ttype for s, v in vars_.items()},
+                        donate=self.donations(), owner=self.owner)
 
     def donations(self) -> dict[int, int] | None:
         """``{write-back slot: the target's input slot}``: the plan may compute an in-place
@@ -256,9 +260,9 @@ class Trace:
         names: dict[int, str] = {}
         for k, slot in enumerate(self.input_slots):
             names[slot] = f"in_{k}"
-            graph.add_var(names[slot], VariableType.PLACEHOLDER, self.types[slot])
+            graph.add_var(names[slot], VariableType.PLACEHOLDER, self.type_of(slot))
         wanted = {s: i for i, s in enumerate(output_slots)}
-        for i, node in enumerate(self.nodes):
+        for i, node in enumerate(self.graph.nodes):
             base = node.name or f"{node.op.name}_{i}"
             outs = []
             for j, slot in enumerate(node.outputs):
@@ -266,5 +270,5 @@ class Trace:
                 names[slot] = graph.unique(name) if name in graph.vars else name
                 outs.append(names[slot])
             graph.add_node(node.op, node.attrs, tuple(names[s] for s in node.inputs),
-                           [self.types[s] for s in node.outputs], base, outs)
+                           [self.type_of(s) for s in node.outputs], base, outs)
         return SameDiff(graph)

@@ -128,12 +128,28 @@ class PlanKey(NamedTuple):
     donate: frozenset
 
 
+def shape_class(ttype: Any) -> Any:
+    """The type a shape-polymorphic plan is keyed by: ``ttype`` with every dim that is not 1
+    unknown (``-1``). Dtype, rank, weakness and the broadcast pattern decide a plan built
+    without ``exact_shapes``; the sizes do not, so a new batch size reuses it (traces).
+
+    >>> import numpy as np
+    >>> from samediff.ops import TensorType
+    >>> print(shape_class(TensorType((32, 1, 7), np.dtype("float32"))))
+    float32[?,1,?]
+    """
+    shape = ttype.shape
+    return ttype._replace(shape=tuple([1 if d == 1 else -1 for d in shape])) \
+        if any(d != 1 and d != -1 for d in shape) else ttype
+
+
 def structural_key(nodes: Sequence[Any], input_ids: Sequence[Hashable],
                    output_ids: Sequence[Hashable], input_types: Mapping[Hashable, Any]) -> tuple:
     """A plan key naming the computation by structure: per node its op name, attribute record
     (interned, so identity is equality), wiring and name (errors name the node); the inputs'
-    ids and exact types, in plan order; the wanted outputs. Equal keys mean the same plan,
-    whichever graph asked — use it with ``exact_shapes=True`` (the key holds exact shapes)."""
+    ids and types, in plan order; the wanted outputs. Equal keys mean the same plan, whichever
+    graph asked. SameDiff gives exact types and asks for ``exact_shapes=True``; a trace gives
+    each input's ``shape_class`` and a shape-polymorphic plan — one key format for both."""
     ops = tuple([(n.op.name, n.attrs, tuple(n.inputs), tuple(n.outputs), n.name) for n in nodes])
     return ops, tuple([(i, input_types[i]) for i in input_ids]), tuple(output_ids)
 
@@ -172,8 +188,8 @@ class Structure:
 
 def describe_key_change(old: Hashable, new: Hashable) -> str:
     """Name the first part of a plan key that differs (ops, attrs, wiring, input types...).
-    Understands ``PlanKey`` s, trace keys and ``structural_key`` s — ``(nodes, inputs,
-    outputs)`` with nodes ``(op name, attrs, *wiring)`` — and says "plan key" for others."""
+    Understands ``PlanKey`` s and ``structural_key`` s — ``(nodes, inputs, outputs)`` with
+    nodes ``(op name, attrs, *wiring)`` — and says "plan key" for others."""
     if isinstance(old, PlanKey) and isinstance(new, PlanKey):
         for name, a, b in zip(PlanKey._fields[1:], old[1:], new[1:]):
             if a != b:
@@ -185,7 +201,18 @@ def describe_key_change(old: Hashable, new: Hashable) -> str:
         return "plan key"
 
 
-_TRACE_INPUT_LABELS = ("dtype", "rank", "weakness", "shape (broadcast pattern)")
+def _type_part(a: Any, b: Any) -> str:
+    """Which part of an input's type changed: dtype, rank, weakness or shape."""
+    try:
+        if a.dtype != b.dtype:
+            return "dtype"
+        if len(a.shape) != len(b.shape):
+            return "rank"
+        if a.weak != b.weak:
+            return "weakness"
+        return "shape (broadcast pattern)" if -1 in a.shape + b.shape else "shape"
+    except AttributeError:
+        return "type"
 
 
 def _describe(old: Any, new: Any) -> str:
@@ -205,11 +232,8 @@ def _describe(old: Any, new: Any) -> str:
     for a, b in zip(old_ins, new_ins):
         if a == b:
             continue
-        if len(a) == len(b) == len(_TRACE_INPUT_LABELS):  # a trace's (dtype, rank, weak, pattern)
-            return "input " + next(label for x, y, label in zip(a, b, _TRACE_INPUT_LABELS)
-                                   if x != y)
-        if len(a) == len(b) == 2 and a[0] == b[0]:  # a structural key's (id, type)
-            return f"type of input {a[0]!r} ({a[1]} -> {b[1]})"
+        if len(a) == len(b) == 2 and a[0] == b[0]:  # (id, type)
+            return f"type of input {a[0]!r} ({a[1]} -> {b[1]}: the input {_type_part(a[1], b[1])})"
         return "inputs"
     if old_outs != new_outs:
         return "set of requested outputs"
@@ -361,4 +385,4 @@ def get_plan(key: Hashable, nodes: Sequence[Any], input_ids: Sequence[Hashable],
 
 __all__ = ["MAX_TRACKED_OWNERS", "PLAN_CACHE", "RETRACE_LIMIT", "CacheStats", "PlanCache",
            "PlanKey", "Planner", "RetraceWarning", "build_plan", "check_cache_size", "describe_key_change",
-           "get_plan", "set_planner", "structural_key", "Structure"]
+           "get_plan", "set_planner", "shape_class", "structural_key", "Structure"]
