@@ -224,6 +224,27 @@ class Graph:
             vars_[o] = Var(o, VariableType.ARRAY, t, None, node)  # type: ignore[index,arg-type]
         return outs
 
+    def named(self, inputs: Mapping[Hashable, str],
+              outputs: Mapping[Hashable, str] = {}) -> "Graph":  # noqa: B006 (read only)
+        """A by-name copy of a slot-keyed graph: the slots in ``inputs`` become placeholders of
+        the given names, the values in ``outputs`` take theirs, every other value is named
+        after its node (``<op>_<i>``, ``:<j>`` for a further output)."""
+        graph = Graph()
+        names: dict[Hashable, str] = {}
+        for slot, name in inputs.items():
+            names[slot] = name
+            graph.add_var(name, VariableType.PLACEHOLDER, self.vars[slot].ttype)
+        for i, node in enumerate(self.nodes):
+            base = node.name or f"{node.op.name}_{i}"
+            outs = []
+            for j, slot in enumerate(node.outputs):
+                name = outputs.get(slot) or (base if j == 0 else f"{base}:{j}")
+                names[slot] = graph.unique(name) if name in graph.vars else name
+                outs.append(names[slot])
+            graph.add_node(node.op, node.attrs, tuple(names[s] for s in node.inputs),
+                           [self.vars[s].ttype for s in node.outputs], base, outs)
+        return graph
+
     def rename(self, old: str, new: str) -> None:
         """Rename a variable everywhere it is used (nodes are rebuilt: they are frozen)."""
         if new in self.vars:

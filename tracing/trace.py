@@ -20,7 +20,7 @@ from samediff.binding import WEAK_SCALARS
 from samediff.compiler.cache import PLAN_CACHE, get_plan, shape_class, structural_key
 from samediff.errors import NdDTypeError, OpError, TracingError
 from samediff.graph import SameDiff
-from samediff.ir import Graph, Node, VariableType
+from samediff.ir import Graph, Node
 from samediff.ops import OpDef, TensorType, get_op
 from samediff.surface import KEEP_IN_OPS
 
@@ -254,21 +254,7 @@ class Trace:
 
     # -- inspection -----------------------------------------------------------------------
     def to_samediff(self, output_slots: tuple[int, ...] = ()) -> SameDiff:
-        """The trace as a SameDiff graph: inputs become placeholders (or constants for Python
-        scalars), ops keep their attributes, outputs are named ``out_i``."""
-        graph = Graph()
-        names: dict[int, str] = {}
-        for k, slot in enumerate(self.input_slots):
-            names[slot] = f"in_{k}"
-            graph.add_var(names[slot], VariableType.PLACEHOLDER, self.type_of(slot))
-        wanted = {s: i for i, s in enumerate(output_slots)}
-        for i, node in enumerate(self.graph.nodes):
-            base = node.name or f"{node.op.name}_{i}"
-            outs = []
-            for j, slot in enumerate(node.outputs):
-                name = f"out_{wanted[slot]}" if slot in wanted else (base if j == 0 else f"{base}:{j}")
-                names[slot] = graph.unique(name) if name in graph.vars else name
-                outs.append(names[slot])
-            graph.add_node(node.op, node.attrs, tuple(names[s] for s in node.inputs),
-                           [self.type_of(s) for s in node.outputs], base, outs)
-        return SameDiff(graph)
+        """The trace as a SameDiff graph: inputs become placeholders named ``in_<k>``, ops keep
+        their attributes, the wanted outputs are named ``out_i``."""
+        return SameDiff(self.graph.named({s: f"in_{k}" for k, s in enumerate(self.input_slots)},
+                                         {s: f"out_{i}" for i, s in enumerate(output_slots)}))
