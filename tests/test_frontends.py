@@ -173,3 +173,20 @@ def test_nd4j_packing_end_to_end():
     sd = SameDiff.create()
     s = sd.base.sum("s", sd.constant("c", a), 0, 1)
     assert s.name == "s" and s.eval().item() == a.sum()
+
+
+def test_the_array_api_namespace_is_built_from_its_front_end_table(monkeypatch):
+    import nd4py.array_api as xp
+    from samediff.frontends import array_api as table
+    assert table.check() == []
+    for name in (*table.UNARY, *table.BINARY, *table.EAGER, *table.REDUCTIONS, *table.MOMENTS,
+                 *table.CUMULATIVE, *table.SEARCH):
+        assert getattr(xp, name).__name__ == name
+    for name in (*table.FFT_AXIS, *table.FFT_AXES):
+        assert getattr(xp.fft, name).__name__ == name
+    for name in table.LINALG_EAGER:
+        assert getattr(xp.linalg, name).__name__ == name
+    assert (xp.__array_api_version__, xp.float32) == (table.VERSION, table.DTYPES["float32"])
+    # a table naming a missing op is reported, naming the table, the name and the op
+    monkeypatch.setitem(table.UNARY, "sine", "sinus")
+    assert table.check() == ["UNARY['sine'] refers to op 'sinus', which is not in the op table"]

@@ -9,8 +9,10 @@
 
 Every function maps onto the op table and ends in ``bind`` (``_core.op``), so it runs eagerly
 on ``NDArray``, records inside ``nd.graph_scope()`` / ``@nd.compile`` and records into a
-SameDiff graph for a graph variable — no op is defined here. Names map onto ops by tables
-(``_elementwise.UNARY``/``BINARY``) or are composed from ops (``round`` half to even,
+SameDiff graph for a graph variable — no op is defined here. This package is the namespace;
+its name table is the array API front end, ``samediff.frontends.array_api``, beside the ND4J
+and numpy front ends: names map onto ops by its tables (``UNARY``/``BINARY``,
+``REDUCTIONS``, ``FFT_AXIS``...) and its call rules, or are composed from ops (``round`` half to even,
 ``log10``, ``tril``, ``roll``, ``std(correction=2)``...). Data-dependent functions
 (``nonzero``, ``unique_*``, ``sort``, ``argsort``, ``searchsorted``) and those without an op
 yet (``bitwise_*``, ``nextafter``, ``take_along_axis``) run numpy on the buffers: eager only,
@@ -33,6 +35,7 @@ import math
 import sys
 from typing import Any
 
+from samediff.frontends import array_api as _table
 from samediff.surface import set_array_namespace
 
 from . import _elementwise, fft, linalg  # noqa: F401
@@ -122,8 +125,8 @@ from ._functions import (  # noqa: F401
     where,
 )
 
-__array_api_version__ = "2024.12"
-_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+__array_api_version__ = _table.VERSION
+_VERSIONS = _table.VERSIONS
 
 e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None
 

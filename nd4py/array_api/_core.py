@@ -1,5 +1,6 @@
-"""Shared pieces of the array-API namespace: the dtypes, how a call reaches an op (``bind``)
-and the eager-only numpy path for the few standard functions with no op.
+"""Shared pieces of the array-API namespace: the dtypes (named by the front end's table,
+``samediff.frontends.array_api``), how a call reaches an op (``bind``) and the eager-only
+numpy path for the few standard functions with no op.
 
 Every function of the namespace ends in ``bind`` (``op(name, inputs, **attrs)``), so it runs
 eagerly, records inside ``graph_scope`` / ``@nd.compile`` and records into a SameDiff graph for
@@ -19,24 +20,24 @@ from samediff import NDArray, bind
 from samediff.array import CURRENT_TRACE, as_numpy
 from samediff.dtypes import SUPPORTED, to_dtype, unsupported
 from samediff.errors import TracingError
+from samediff.frontends.array_api import (  # noqa: F401  (the namespace's shared helpers)
+    DEFAULT_COMPLEX,
+    DEFAULT_FLOAT,
+    DEFAULT_INDEX,
+    DEFAULT_INT,
+    DTYPES,
+    axes_tuple,
+    ndim,
+    normalize_axis,
+)
 from samediff.ops import REGISTRY
 from samediff.surface import OpSurface
 
-# -- dtypes (the standard's) ------------------------------------------------------------------
-bool = np.dtype(np.bool_)
-int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
-uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
-float32, float64 = np.dtype(np.float32), np.dtype(np.float64)
-complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
-
-#: The standard's default dtypes here (numpy's: Python floats become float64).
-DEFAULT_FLOAT, DEFAULT_INT, DEFAULT_INDEX = float64, int64, int64
-DEFAULT_COMPLEX = complex128
-
-DTYPES = {"bool": bool, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
-          "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
-          "float32": float32, "float64": float64, "complex64": complex64,
-          "complex128": complex128}
+# -- dtypes (the standard's, from the front end's table) --------------------------------------
+bool, int8, int16, int32, int64 = (DTYPES[n] for n in ("bool", "int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (DTYPES[n] for n in ("uint8", "uint16", "uint32", "uint64"))
+float32, float64 = DTYPES["float32"], DTYPES["float64"]
+complex64, complex128 = DTYPES["complex64"], DTYPES["complex128"]
 
 _PY_SCALARS = (int, float, complex)
 
@@ -105,26 +106,4 @@ def _wrap_result(out: Any) -> Any:
         if out.dtype not in SUPPORTED:
             raise unsupported(out.dtype)
         return NDArray(out)
-    return out
-
-
-def ndim(x: Any) -> int:
-    """Number of dimensions (graph variables have a shape but no ``ndim``)."""
-    return len(x.shape)
-
-
-def normalize_axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise IndexError(f"axis {axis} is out of bounds for an array of {ndim} dimensions")
-    return axis % ndim if ndim else 0
-
-
-def axes_tuple(axis: Any, ndim: int) -> tuple[int, ...] | None:
-    """``axis`` (None, an int or a sequence) as sorted non-negative dims; None = all."""
-    if axis is None:
-        return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = tuple(normalize_axis(int(a), ndim) for a in axes)
-    if len(set(out)) != len(out):
-        raise ValueError(f"repeated axis in {axis!r}")
     return out

@@ -9,19 +9,9 @@ from typing import Any
 import numpy as np
 
 from samediff.dtypes import to_dtype
+from samediff.frontends.array_api import DTYPE_KINDS
 
 from ._core import dtype_of, op
-
-_KINDS = {
-    "bool": lambda d: d.kind == "b",
-    "signed integer": lambda d: d.kind == "i",
-    "unsigned integer": lambda d: d.kind == "u",
-    "integral": lambda d: d.kind in "iu",
-    "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iufc",
-}
-
 
 def isdtype(dtype: Any, kind: Any) -> builtins.bool:
     """Whether ``dtype`` is of ``kind``: a dtype, a kind name or a tuple of them."""
@@ -29,9 +19,9 @@ def isdtype(dtype: Any, kind: Any) -> builtins.bool:
     if isinstance(kind, tuple):
         return builtins.any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
-        if kind not in _KINDS:
-            raise ValueError(f"unknown dtype kind {kind!r}; kinds are {sorted(_KINDS)}")
-        return _KINDS[kind](dtype)
+        if kind not in DTYPE_KINDS:
+            raise ValueError(f"unknown dtype kind {kind!r}; kinds are {sorted(DTYPE_KINDS)}")
+        return DTYPE_KINDS[kind](dtype)
     return dtype == to_dtype(kind)
 
 

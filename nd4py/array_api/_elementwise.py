@@ -1,6 +1,8 @@
-"""Elementwise functions: the standard's names as a table over the op table (``OPS``), the
-rest composed from ops (``log10``, ``trunc``, ``round`` half to even, ``hypot``...) and the
-bitwise functions, which have no op yet (eager numpy, refused inside a trace)."""
+"""Elementwise functions: one function per entry of the front end's tables
+(``samediff.frontends.array_api``: ``UNARY``/``BINARY`` name -> op, ``EAGER`` name -> numpy
+function for the bitwise functions, which have no op yet: eager numpy, refused inside a
+trace), and the rest composed from ops (``log10``, ``trunc``, ``round`` half to even,
+``hypot``...)."""
 from __future__ import annotations
 
 import math
@@ -9,31 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ._core import eager, op
+from samediff.frontends.array_api import BINARY, EAGER, UNARY
 
-#: standard name -> op of the table (same semantics, numpy/NEP 50 promotion).
-UNARY = {
-    "abs": "abs", "acos": "acos", "asin": "asin", "atan": "atan", "cos": "cos", "cosh": "cosh",
-    "exp": "exp", "expm1": "expm1", "isfinite": "isfinite", "isinf": "isinf", "isnan": "isnan",
-    "log": "log", "log1p": "log1p", "log2": "log2", "logical_not": "logical_not",
-    "negative": "neg", "sign": "sign", "sin": "sin", "sinh": "sinh", "sqrt": "sqrt",
-    "square": "square", "tan": "tan", "tanh": "tanh", "reciprocal": "reciprocal",
-    "acosh": "acosh", "asinh": "asinh", "atanh": "atanh", "conj": "conj", "real": "real",
-    "imag": "imag", "signbit": "signbit",
-}
-BINARY = {
-    "add": "add", "atan2": "atan2", "divide": "div", "equal": "eq",
-    "greater": "gt", "greater_equal": "gte", "less": "lt", "less_equal": "lte",
-    "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
-    "maximum": "maximum", "minimum": "minimum", "multiply": "mul", "not_equal": "neq",
-    "pow": "pow", "remainder": "floor_mod", "subtract": "sub", "copysign": "copysign",
-}
-#: standard name -> numpy function run eagerly (no op yet; refused inside a trace).
-EAGER = {
-    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
-    "bitwise_invert": np.invert, "bitwise_left_shift": np.left_shift,
-    "bitwise_right_shift": np.right_shift, "nextafter": np.nextafter,
-}
+from ._core import eager, op
 
 
 def _unary(name: str, op_name: str) -> Callable:

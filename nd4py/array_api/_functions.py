@@ -1,127 +1,76 @@
-"""Statistical, searching, manipulation, linear-algebra, indexing and utility functions,
-mapped onto ops (``axis`` -> ``dims``, ``keepdims`` -> ``keep_dims``, ``correction`` ->
-``bias_corrected``) or composed from them; sorting, set functions and ``nonzero`` run numpy
+"""Statistical, searching, manipulation, linear-algebra, indexing and utility functions: the
+reductions, moments, cumulative functions and ``argmax``/``argmin`` are one function per entry
+of the front end's tables (``samediff.frontends.array_api``, whose call rules map ``axis`` ->
+``dims``, ``keepdims`` -> ``keep_dims``, ``correction`` -> ``bias_corrected``); the others are
+mapped onto ops or composed from them here; sorting, set functions and ``nonzero`` run numpy
 eagerly (their results depend on the data)."""
 from __future__ import annotations
 
 import builtins
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from samediff.frontends.array_api import (CUMULATIVE, MOMENTS, REDUCTIONS, SEARCH, accumulator,
+                                          arg_reduce, cumulative, moment, reduce)
 
 from ._core import as_dtype, axes_tuple, eager, ndim, normalize_axis, op
 from ._dtypes import result_type
 
 
-def _reduce(name: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> Any:
-    dt = as_dtype(dtype)
-    if dt is not None and dt != x.dtype:
-        x = op("cast", [x], dtype=dt)
-    dims = axes_tuple(axis, ndim(x))
-    if dims == ():  # reduces nothing: each element alone (all/any still give bools)
-        return op("cast", [x], dtype=np.dtype(bool) if name in ("all", "any") else x.dtype)
-    if ndim(x) == 0:
-        dims = None
-    out = op(name, [x], dims=dims, keep_dims=keepdims or None)
-    return out if dt is None or out.dtype == dt else op("cast", [out], dtype=dt)
+def _reduction(name: str, op_name: str, takes_dtype: bool) -> Callable:
+    if takes_dtype:
+        def fn(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+            return reduce(op, op_name, x, axis, keepdims, as_dtype(accumulator(x, dtype)))
+    else:
+        def fn(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:  # type: ignore[misc]
+            return reduce(op, op_name, x, axis, keepdims)
+    return _named(fn, name, f"The ``{op_name}`` op over ``axis`` (all axes by default).")
 
 
-def _accumulator(x: Any, dtype: Any) -> Any:
-    """``sum``/``prod`` of integers accumulate in the widest type of their signedness."""
-    if dtype is None and np.dtype(x.dtype).kind in "iu":
-        return np.dtype(np.int64 if x.dtype.kind == "i" else np.uint64)
-    if dtype is None and np.dtype(x.dtype).kind == "b":
-        return np.dtype(np.int64)
-    return dtype
+def _moment(name: str, op_name: str) -> Callable:
+    def fn(x: Any, /, *, axis: Any = None, correction: Any = 0.0, keepdims: bool = False) -> Any:
+        return moment(op, op_name, x, axis, correction, keepdims)
+    return _named(fn, name, f"The ``{op_name}`` op with ``correction`` degrees of freedom.")
 
 
-def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("sum", x, axis, keepdims, _accumulator(x, dtype))
+def _cumulative(name: str, op_name: str) -> Callable:
+    def fn(x: Any, /, *, axis: Any = None, dtype: Any = None,
+           include_initial: bool = False) -> Any:
+        return cumulative(op, op_name, x, axis, as_dtype(dtype), include_initial)
+    return _named(fn, name, f"The ``{op_name}`` op along ``axis``.")
 
 
-def prod(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("prod", x, axis, keepdims, _accumulator(x, dtype))
+def _search(name: str, op_name: str) -> Callable:
+    def fn(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return arg_reduce(op, op_name, x, axis, keepdims)
+    return _named(fn, name, f"The ``{op_name}`` op along ``axis`` (the flattened array by "
+                            f"default).")
 
 
-def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("mean", x, axis, keepdims)
+def _named(fn: Callable, name: str, doc: str) -> Callable:
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def max(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("max", x, axis, keepdims)
-
-
-def min(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("min", x, axis, keepdims)
-
-
-def _moment(name: str, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
-    dims = axes_tuple(axis, ndim(x))
-    if correction in (0, 1) and dims != ():
-        return op(name, [x], dims=dims if ndim(x) else None, keep_dims=keepdims or None,
-                  bias_corrected=builtins.bool(correction))
-    n = int(np.prod([x.shape[d] for d in (dims if dims is not None else range(ndim(x)))]))
-    var = _reduce("variance", x, axis, keepdims) if dims != () else op("zeros_like", [x])
-    out = op("mul", [var, n / builtins.max(n - correction, 0) if n > correction else float("nan")])
-    return op("sqrt", [out]) if name == "std" else out
-
-
-def std(x: Any, /, *, axis: Any = None, correction: Any = 0.0, keepdims: bool = False) -> Any:
-    return _moment("std", x, axis, correction, keepdims)
-
-
-def var(x: Any, /, *, axis: Any = None, correction: Any = 0.0, keepdims: bool = False) -> Any:
-    return _moment("variance", x, axis, correction, keepdims)
-
-
-def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: bool) -> Any:
-    if axis is None:
-        if ndim(x) != 1:
-            raise ValueError(f"cumulative_{name[3:]}: give axis= for a {ndim(x)}-d array")
-        axis = 0
-    axis = normalize_axis(axis, ndim(x))
-    dt = as_dtype(_accumulator(x, dtype))
-    if dt is not None and dt != x.dtype:
-        x = op("cast", [x], dtype=dt)
-    out = op(name, [x], axis=axis)
-    if out.dtype != x.dtype:  # numpy widens small integers (uint8 -> uint64): keep dtype=
-        out = op("cast", [out], dtype=x.dtype)
-    if include_initial:
-        shape = list(x.shape)
-        shape[axis] = 1
-        first = op("full", [], shape=tuple(shape), value=0 if name == "cumsum" else 1,
-                   dtype=x.dtype)
-        out = op("concat", [first, out], axis=axis)
-    return out
-
-
-def cumulative_sum(x: Any, /, *, axis: Any = None, dtype: Any = None,
-                   include_initial: bool = False) -> Any:
-    return _cumulative("cumsum", x, axis, dtype, include_initial)
-
-
-def cumulative_prod(x: Any, /, *, axis: Any = None, dtype: Any = None,
-                    include_initial: bool = False) -> Any:
-    return _cumulative("cumprod", x, axis, dtype, include_initial)
+#: one function per entry of the front end's statistics and searching tables
+FUNCTIONS: dict[str, Callable] = {
+    **{n: _reduction(n, o, d) for n, (o, d) in REDUCTIONS.items()},
+    **{n: _moment(n, o) for n, o in MOMENTS.items()},
+    **{n: _cumulative(n, o) for n, o in CUMULATIVE.items()},
+    **{n: _search(n, o) for n, o in SEARCH.items()},
+}
+sum, prod, mean, max, min, all, any = (FUNCTIONS[n] for n in (
+    "sum", "prod", "mean", "max", "min", "all", "any"))
+std, var = FUNCTIONS["std"], FUNCTIONS["var"]
+cumulative_sum, cumulative_prod = FUNCTIONS["cumulative_sum"], FUNCTIONS["cumulative_prod"]
+argmax, argmin = FUNCTIONS["argmax"], FUNCTIONS["argmin"]
 
 
 # -- searching -----------------------------------------------------------------------------
-def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
-    if axis is None:
-        out = op(name, [op("reshape", [x], shape=(-1,))], dims=(0,))
-        return op("reshape", [out], shape=(1,) * ndim(x)) if keepdims else out
-    return op(name, [x], dims=(normalize_axis(axis, ndim(x)),), keep_dims=keepdims or None)
-
-
-def argmax(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _arg("argmax", x, axis, keepdims)
-
-
-def argmin(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _arg("argmin", x, axis, keepdims)
-
-
 def where(condition: Any, x1: Any = None, x2: Any = None, /) -> Any:
     """The ``where`` op; ``where(condition)`` alone is ``nonzero(condition)``, as in numpy and
     torch (scikit-learn's ``roc_curve`` calls ``xp.where(mask)[0]``)."""
@@ -133,8 +82,8 @@ def where(condition: Any, x1: Any = None, x2: Any = None, /) -> Any:
 
 
 def count_nonzero(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("sum", op("cast", [op("neq", [x, 0]), ], dtype=np.dtype(np.int64)), axis,
-                   keepdims)
+    return reduce(op, "sum", op("cast", [op("neq", [x, 0]), ], dtype=np.dtype(np.int64)), axis,
+                  keepdims)
 
 
 def nonzero(x: Any, /) -> tuple:
@@ -372,12 +321,3 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     prod = op("mul", [x1, x2])
     out = op("sum", [prod], dims=(normalize_axis(axis, ndim(prod)),))
     return out if out.dtype == prod.dtype else op("cast", [out], dtype=prod.dtype)
-
-
-# -- utility ---------------------------------------------------------------------------------
-def all(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("all", x, axis, keepdims)
-
-
-def any(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("any", x, axis, keepdims)

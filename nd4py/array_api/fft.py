@@ -1,5 +1,6 @@
 """The array API ``fft`` extension: the transforms are the ``fft`` group of the op table (they
-trace and compile, as library steps), ``fftshift``/``ifftshift`` are ``roll``, and
+trace and compile, as library steps), one function per entry of the front end's ``FFT_AXIS``
+/ ``FFT_AXES`` tables (``samediff.frontends.array_api``), ``fftshift``/``ifftshift`` are ``roll``, and
 ``fftfreq``/``rfftfreq`` are constants (arrays made from ``n`` and ``d`` alone).
 
 >>> import nd4py.array_api as xp
@@ -12,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from samediff.frontends import array_api as _table
+
 from ._core import DEFAULT_FLOAT, as_dtype, ndim, op
 from ._creation import _device, asarray
 from ._functions import roll
@@ -20,27 +23,29 @@ __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 
-def _one_axis(name: str) -> Any:
+def _one_axis(name: str, op_name: str) -> Any:
     def transform(x: Any, /, *, n: int | None = None, axis: int = -1,
                   norm: str = "backward") -> Any:
-        return op(name, [x], n=n, axis=axis, norm=norm)
+        return op(op_name, [x], n=n, axis=axis, norm=norm)
     transform.__name__ = transform.__qualname__ = name
     transform.__doc__ = f"The ``{name}`` op along ``axis`` (numpy's ``np.fft.{name}``)."
     return transform
 
 
-def _n_axes(name: str) -> Any:
+def _n_axes(name: str, op_name: str) -> Any:
     def transform(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
-        return op(name, [x], s=None if s is None else tuple(s),
+        return op(op_name, [x], s=None if s is None else tuple(s),
                   axes=None if axes is None else tuple(axes), norm=norm)
     transform.__name__ = transform.__qualname__ = name
     transform.__doc__ = f"The ``{name}`` op over ``axes`` (numpy's ``np.fft.{name}``)."
     return transform
 
 
-fft, ifft, rfft, irfft, hfft, ihfft = (_one_axis(n) for n in (
+_TRANSFORMS = {**{n: _one_axis(n, o) for n, o in _table.FFT_AXIS.items()},
+               **{n: _n_axes(n, o) for n, o in _table.FFT_AXES.items()}}
+fft, ifft, rfft, irfft, hfft, ihfft = (_TRANSFORMS[n] for n in (
     "fft", "ifft", "rfft", "irfft", "hfft", "ihfft"))
-fftn, ifftn, rfftn, irfftn = (_n_axes(n) for n in ("fftn", "ifftn", "rfftn", "irfftn"))
+fftn, ifftn, rfftn, irfftn = (_TRANSFORMS[n] for n in ("fftn", "ifftn", "rfftn", "irfftn"))
 
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:

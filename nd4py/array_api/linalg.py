@@ -1,4 +1,5 @@
-"""The array API ``linalg`` extension. ``matmul``, ``matrix_transpose``, ``tensordot``,
+"""The array API ``linalg`` extension (its eager functions and result tuples are the front
+end's ``LINALG_EAGER`` / ``LINALG_RESULTS`` tables, ``samediff.frontends.array_api``). ``matmul``, ``matrix_transpose``, ``tensordot``,
 ``vecdot``, ``outer``, ``trace``, ``vector_norm`` and the Frobenius ``matrix_norm`` are ops
 (they trace and compile); the decompositions and solvers have no op yet and run
 ``numpy.linalg`` on the buffers: eager only, refused inside a trace."""
@@ -10,13 +11,16 @@ from typing import Any
 
 import numpy as np
 
+from samediff.frontends import array_api as _table
+
 from ._core import axes_tuple, eager, ndim, op
 from ._functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 
-EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
-QRResult = namedtuple("QRResult", "Q R")
-SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
-SVDResult = namedtuple("SVDResult", "U S Vh")
+#: the named tuples of the front end's ``LINALG_RESULTS`` table, by function
+_RESULTS = {fn: namedtuple(cls, fields)
+            for fn, (cls, fields) in _table.LINALG_RESULTS.items()}
+EighResult, QRResult = _RESULTS["eigh"], _RESULTS["qr"]
+SlogdetResult, SVDResult = _RESULTS["slogdet"], _RESULTS["svd"]
 
 
 def outer(x1: Any, x2: Any, /) -> Any:
@@ -85,14 +89,10 @@ def cholesky(x: Any, /, *, upper: bool = False) -> Any:
     return _fn("cholesky", np.linalg.cholesky, x, upper=upper)
 
 
-det = _eager("det", np.linalg.det)
-eigh = _eager("eigh", np.linalg.eigh, EighResult)
-eigvalsh = _eager("eigvalsh", np.linalg.eigvalsh)
-inv = _eager("inv", np.linalg.inv)
-matrix_power = _eager("matrix_power", np.linalg.matrix_power)
-slogdet = _eager("slogdet", np.linalg.slogdet, SlogdetResult)
-solve = _eager("solve", np.linalg.solve)
-svdvals = _eager("svdvals", np.linalg.svdvals)
+_EAGER = {n: _eager(n, f, _RESULTS.get(n)) for n, f in _table.LINALG_EAGER.items()}
+det, eigh, eigvalsh, inv = _EAGER["det"], _EAGER["eigh"], _EAGER["eigvalsh"], _EAGER["inv"]
+matrix_power, slogdet, solve = _EAGER["matrix_power"], _EAGER["slogdet"], _EAGER["solve"]
+svdvals = _EAGER["svdvals"]
 
 
 def matrix_rank(x: Any, /, *, rtol: Any = None) -> Any:

@@ -3,24 +3,46 @@
 Evaluators accumulate *sufficient statistics* batch by batch (confusion counts, sums, co-moments)
 so memory does not grow with the data, ``merge`` is exact, and training loops can drive any of
 them through the same five methods: ``eval``, ``reset``, ``merge``, ``stats``, ``metrics``.
+
+The accumulation is written once, here: an evaluator's *configuration* (thresholds, modes,
+names) is kept by ``reset`` and must agree for ``merge``; its *state* is a dict of named fields
+(count and sum arrays, kept score batches) over a number of columns (classes, outputs, regression
+columns; a single ROC is one column). Each evaluator declares its fields and how each one merges
+(``add``, ``concat`` or its own ``_combine``), how an empty state looks for ``width`` columns,
+and how one batch becomes a state of the same form; ``reset``, ``merge``, the column-count
+checks and column lookup by index or name are this module's.
 """
 from __future__ import annotations
 
 import abc
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from ..errors import EvaluationError
 
-__all__ = ["BaseEvaluation", "EvaluationWarning", "EvaluationError"]
+__all__ = ["BaseEvaluation", "EvaluationWarning", "EvaluationError", "add", "concat"]
 
 
 class EvaluationWarning(UserWarning):
     """An averaged metric left out classes/columns for which it is undefined (e.g. precision of a
     class the model never predicted). Filter it with ``warnings.simplefilter("ignore",
     EvaluationWarning)``."""
+
+
+State = dict[str, Any]  # field name -> accumulated value (an array, an int, a list of batches)
+
+
+def add(mine: Any, theirs: Any) -> Any:
+    """Merge rule of counts and sums."""
+    return mine + theirs
+
+
+def concat(mine: list, theirs: list) -> list:
+    """Merge rule of kept batches (exact ROC scores): ``mine`` is this evaluator's own list."""
+    mine.extend(theirs)
+    return mine
 
 
 class BaseEvaluation(abc.ABC):
@@ -30,19 +52,25 @@ class BaseEvaluation(abc.ABC):
     stays), ``merge`` adds another evaluator's accumulated state (same kind and configuration),
     ``stats`` is a readable report and ``metrics`` a flat ``{name: float}`` of headline numbers.
     ``str(ev)`` is ``ev.stats()``.
+
+    Subclasses declare ``_fields`` (``{name: merge rule}``), ``_unit`` (what a column is, for
+    messages and lookups), ``_names_attr`` (the attribute holding column names, or ``None``),
+    implement ``_empty(width)``, call ``_start(width)`` at the end of ``__init__`` (``width``
+    fixed by the configuration, or ``None`` to take it from the first batch) and hand each
+    validated batch to ``_accumulate``.
     """
+
+    _fields: ClassVar[dict[str, Callable[[Any, Any], Any]]] = {}
+    _unit: ClassVar[str] = "column"
+    _names_attr: ClassVar[str | None] = "labels_list"
+
+    _fixed_width: int | None
+    _width: int | None
+    _state: State | None
 
     @abc.abstractmethod
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch of labels and predictions (rows are examples)."""
-
-    @abc.abstractmethod
-    def reset(self) -> None:
-        """Forget the accumulated statistics; the configuration is kept."""
-
-    @abc.abstractmethod
-    def merge(self, other: BaseEvaluation) -> None:
-        """Add the statistics accumulated by ``other`` (same class and configuration)."""
 
     @abc.abstractmethod
     def stats(self) -> str:
@@ -52,14 +80,89 @@ class BaseEvaluation(abc.ABC):
     def metrics(self) -> dict[str, float]:
         """The headline metrics as a flat ``{name: value}`` dict (used by training history)."""
 
+    @abc.abstractmethod
+    def _empty(self, width: int) -> State:
+        """A state with nothing accumulated over ``width`` columns (one value per field)."""
+
     def __str__(self) -> str:
         return self.stats()
+
+    # --- the shared state protocol --------------------------------------------------------------
+
+    def _start(self, width: int | None) -> None:
+        self._fixed_width = width
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the accumulated statistics; the configuration is kept (a column count that
+        was only inferred from data is forgotten too).
+
+        >>> from samediff.evaluation import Evaluation
+        >>> ev = Evaluation(num_classes=2); ev.eval([1], [1]); ev.reset(); ev.num_examples
+        0
+        """
+        self._width = self._fixed_width
+        self._state = None if self._width is None else self._empty(self._width)
+
+    def _ensure_state(self, width: int) -> State:
+        """The state, created for ``width`` columns on the first batch (checked by the caller)."""
+        if self._state is None:
+            self._width, self._state = width, self._empty(width)
+        return self._state
+
+    def _combine(self, mine: State, theirs: State) -> State:
+        """Fold ``theirs`` into ``mine`` field by field with the declared rules; a batch may
+        carry only the fields it changes. Evaluators whose fields combine jointly override it."""
+        return {k: rule(mine[k], theirs[k]) if k in theirs else mine[k]
+                for k, rule in self._fields.items()}
+
+    def _accumulate(self, width: int, batch: State) -> None:
+        self._state = self._combine(self._ensure_state(width), batch)
+
+    def merge(self, other: BaseEvaluation) -> None:
+        """Add the statistics accumulated by ``other`` (same class and configuration); merging
+        evaluators of parts of the data equals evaluating the whole.
+
+        >>> from samediff.evaluation import Evaluation
+        >>> a, b = Evaluation(num_classes=2), Evaluation(num_classes=2)
+        >>> a.eval([0, 1], [0, 0]); b.eval([1], [1]); a.merge(b); a.confusion_matrix().tolist()
+        [[1, 0], [1, 1]]
+        """
+        self._check_merge(other)
+        problem = self._merge_mismatch(other)
+        if problem is not None:
+            raise EvaluationError(problem)
+        if other._state is None:  # nothing evaluated and no column count: nothing to add
+            return
+        assert other._width is not None
+        if self._width is not None and self._width != other._width:
+            raise EvaluationError(self._width_mismatch(self._width, other._width))
+        self._accumulate(other._width, other._state)
+        if self._names_attr is not None and getattr(self, self._names_attr) is None:
+            setattr(self, self._names_attr, getattr(other, self._names_attr))
 
     def _check_merge(self, other: Any) -> None:
         if type(other) is not type(self):
             raise EvaluationError(
                 f"{type(self).__name__}.merge: cannot merge a {type(other).__name__}; merge only "
                 f"evaluators of the same class (evaluate both sides with {type(self).__name__})")
+
+    def _merge_mismatch(self, other: Any) -> str | None:
+        """Why ``other``'s configuration keeps its state from being added (``None``: it agrees)."""
+        return None
+
+    def _width_mismatch(self, mine: int, theirs: int) -> str:
+        return (f"{type(self).__name__}.merge: {mine} vs {theirs} {self._unit}s; only "
+                f"evaluations of the same outputs merge")
+
+    def _column(self, key: int | str) -> int:
+        """A column given by index or by name -> index, checked against the column count."""
+        names = None if self._names_attr is None else getattr(self, self._names_attr)
+        return resolve_index(key, names, self._width, self._unit, type(self).__name__)
+
+    def _column_name(self, i: int, default: str | None = None) -> str:
+        names = None if self._names_attr is None else getattr(self, self._names_attr)
+        return names[i] if names else (str(i) if default is None else default)
 
 
 # --- input conversion --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Multi-label (independent binary outputs) evaluation: ND4J's ``EvaluationBinary``.
 
-State is four count vectors (TP, FP, FN, TN per output column); the metric formulas are the
-shared count rules of ``base`` applied column-wise.
+State (the fields of ``base``'s protocol) is four count vectors: TP, FP, FN, TN per output
+column; the metric formulas are the shared count rules of ``base`` applied column-wise.
 """
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import (BaseEvaluation, Counts, EvaluationError, Rule, accuracy_rule, banner,
+from .base import (BaseEvaluation, Counts, EvaluationError, Rule, State, accuracy_rule, add,
+                   banner,
                    binary_values, check_no_nan, check_rows, f_beta_rule, false_alarm_rule, fmt,
                    fnr_rule, fpr_rule, g_measure_rule, mcc_rule, mean_defined, output_mask,
-                   precision_rule, recall_rule, resolve_index, table, to_array, warn_excluded)
+                   precision_rule, recall_rule, table, to_array, warn_excluded)
 
 __all__ = ["EvaluationBinary"]
 
 _OWNER = "EvaluationBinary"
 _COLUMNS = ("column", "columns")
+_COUNTS = ("tp", "fp", "fn", "tn")
 
 
 class EvaluationBinary(BaseEvaluation):
@@ -45,7 +47,13 @@ class EvaluationBinary(BaseEvaluation):
     ([1, 2], [1, 0])
     >>> ev.precision(0), ev.recall(0), ev.accuracy(1)
     (0.5, 0.5, 1.0)
+    >>> other = EvaluationBinary(threshold=[0.5, 0.3]); other.eval([[0, 0]], [[.1, .1]])
+    >>> ev.merge(other); ev.total_count(0)
+    4
     """
+
+    _fields = {k: add for k in _COUNTS}
+    _unit = "output"
 
     def __init__(self, num_outputs: int | None = None,
                  threshold: float | Sequence[float] | np.ndarray = 0.5,
@@ -69,17 +77,12 @@ class EvaluationBinary(BaseEvaluation):
             raise EvaluationError(f"{_OWNER}: num_outputs={num_outputs} must be >= 1")
         self.threshold = thr
         self.labels_list: list[str] | None = labels_list
-        self._fixed_outputs = None if num_outputs is None else int(num_outputs)
-        self.reset()
+        self._start(None if num_outputs is None else int(num_outputs))
 
     # --- accumulation ----------------------------------------------------------------------
 
-    def reset(self) -> None:
-        """Forget all counts (keeps thresholds and names)."""
-        self._num_outputs: int | None = self._fixed_outputs
-        c = self._num_outputs
-        # rows: TP, FP, FN, TN; one column per output
-        self._counts: np.ndarray | None = None if c is None else np.zeros((4, c), np.int64)
+    def _empty(self, width: int) -> State:
+        return {k: np.zeros(width, np.int64) for k in _COUNTS}
 
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch of 0/1 labels and scores, both ``[n, C]``.
@@ -98,7 +101,7 @@ class EvaluationBinary(BaseEvaluation):
             raise EvaluationError(f"{_OWNER}.eval: labels {y.shape} and predictions {p.shape} "
                                   f"must have the same shape [n, outputs]")
         c = y.shape[1]
-        known = self._num_outputs
+        known = self._width
         if known is not None and c != known:
             raise EvaluationError(f"{_OWNER}.eval: inputs have {c} output columns but this "
                                   f"evaluation has {known} (from its constructor or earlier "
@@ -111,50 +114,28 @@ class EvaluationBinary(BaseEvaluation):
         check_no_nan(p, "predictions", _OWNER)
         actual = binary_values(y, "labels", _OWNER)
         predicted = p > self.threshold
-        batch = np.stack([(actual & predicted & keep).sum(0), (~actual & predicted & keep).sum(0),
-                          (actual & ~predicted & keep).sum(0),
-                          (~actual & ~predicted & keep).sum(0)]).astype(np.int64)
-        if self._counts is None:
-            self._num_outputs, self._counts = c, np.zeros((4, c), np.int64)
-        self._counts += batch
+        batch = [actual & predicted, ~actual & predicted, actual & ~predicted,
+                 ~actual & ~predicted]
+        self._accumulate(c, {k: (b & keep).sum(0).astype(np.int64)
+                             for k, b in zip(_COUNTS, batch)})
 
-    def merge(self, other: BaseEvaluation) -> None:
-        """Add ``other``'s counts (same number of outputs and thresholds).
-
-        >>> a, b = EvaluationBinary(), EvaluationBinary()
-        >>> a.eval([[1, 0]], [[.9, .9]]); b.eval([[0, 0]], [[.1, .1]]); a.merge(b)
-        >>> a.total_count(0)
-        2
-        """
-        self._check_merge(other)
-        assert isinstance(other, EvaluationBinary)
-        c = self._num_outputs or other._num_outputs or 1
-        if not np.array_equal(self._thresholds(c), other._thresholds(c)):
-            raise EvaluationError(f"{_OWNER}.merge: thresholds differ ({self.threshold} vs "
-                                  f"{other.threshold}); counts made at different thresholds "
-                                  f"cannot be added")
-        if other._counts is None:
-            return
-        if self._num_outputs is not None and self._num_outputs != other._num_outputs:
-            raise EvaluationError(f"{_OWNER}.merge: {self._num_outputs} vs "
-                                  f"{other._num_outputs} outputs; only evaluations of the same "
-                                  f"outputs merge")
-        if self._counts is None:
-            self._num_outputs, self._counts = other._num_outputs, np.zeros_like(other._counts)
-        self._counts += other._counts
-        if self.labels_list is None:
-            self.labels_list = other.labels_list
+    def _merge_mismatch(self, other: Any) -> str | None:
+        c = self._width or other._width or 1
+        if np.array_equal(self._thresholds(c), other._thresholds(c)):
+            return None
+        return (f"{_OWNER}.merge: thresholds differ ({self.threshold} vs {other.threshold}); "
+                f"counts made at different thresholds cannot be added")
 
     # --- counts --------------------------------------------------------------------------------
 
     @property
     def num_outputs(self) -> int | None:
         """Number of output columns (``None`` until given or seen)."""
-        return self._num_outputs
+        return self._width
 
     def _all_counts(self) -> Counts:
-        k = (np.zeros((4, 0), np.int64) if self._counts is None else self._counts)
-        tp, fp, fn, tn = k.astype(np.float64)
+        state = self._state if self._state is not None else self._empty(0)
+        tp, fp, fn, tn = (state[k].astype(np.float64) for k in _COUNTS)
         return tp, fp, fn, tn
 
     def true_positives(self) -> np.ndarray:
@@ -176,7 +157,7 @@ class EvaluationBinary(BaseEvaluation):
 
     def total_count(self, col: int | str) -> int:
         """Number of (unmasked) entries evaluated in column ``col``."""
-        i = self._col(col)
+        i = self._column(col)
         return int(sum(k[i] for k in self._all_counts()))
 
     def _thresholds(self, c: int) -> np.ndarray | None:
@@ -184,13 +165,10 @@ class EvaluationBinary(BaseEvaluation):
         return np.broadcast_to(self.threshold, (c,)) if self.threshold.ndim == 0 or \
             len(self.threshold) == c else None
 
-    def _col(self, col: int | str) -> int:
-        return resolve_index(col, self.labels_list, self._num_outputs, "output", _OWNER)
-
     # --- metrics -------------------------------------------------------------------------------
 
     def _metric(self, rule: Rule, col: int | str) -> float:
-        i = self._col(col)
+        i = self._column(col)
         counts = [k[i:i + 1] for k in self._all_counts()]
         if sum(float(k[0]) for k in counts) == 0:
             return float("nan")  # nothing evaluated in this column (all masked)
@@ -201,8 +179,7 @@ class EvaluationBinary(BaseEvaluation):
         values, defined = rule(*counts)
         seen = sum(counts) > 0
         if reason is not None and (seen & ~defined).any():
-            names = [self.labels_list[i] if self.labels_list else str(i)
-                     for i in np.flatnonzero(seen & ~defined)]
+            names = [self._column_name(i) for i in np.flatnonzero(seen & ~defined)]
             warn_excluded(_OWNER, name, names, reason, _COLUMNS)
         return mean_defined(values, defined & seen)
 
@@ -297,13 +274,13 @@ class EvaluationBinary(BaseEvaluation):
         >>> print(ev.stats().splitlines()[1])
         Label  Accuracy      F1  Precision  Recall  Total  TP  TN  FP  FN  Threshold
         """
-        c = self._num_outputs
-        if self._counts is None or c is None:
+        c = self._width
+        if self._state is None or c is None:
             return f"{banner('EvaluationBinary Metrics')}\n No examples evaluated yet\n"
         thr = self._thresholds(c)
         assert thr is not None
-        tp, fp, fn, tn = self._counts
-        rows = [[self.labels_list[i] if self.labels_list else str(i),
+        tp, fp, fn, tn = (self._state[k] for k in _COUNTS)
+        rows = [[self._column_name(i),
                  fmt(self.accuracy(i)), fmt(self.f1(i)), fmt(self.precision(i)),
                  fmt(self.recall(i)), int(tp[i] + fp[i] + fn[i] + tn[i]), int(tp[i]),
                  int(tn[i]), int(fp[i]), int(fn[i]), f"{thr[i]:g}"] for i in range(c)]

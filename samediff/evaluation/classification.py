@@ -1,8 +1,8 @@
 """Multi-class classification evaluation: ND4J's ``Evaluation``.
 
-State is one ``[C, C]`` confusion matrix of counts (rows = actual class, columns = predicted
-class) plus the top-N hit count, so memory does not depend on how much data is evaluated and
-``merge`` is an exact sum.
+State (the fields of ``base``'s protocol) is one ``[C, C]`` confusion matrix of counts (rows =
+actual class, columns = predicted class) plus the top-N hit counts, so memory does not depend on
+how much data is evaluated and ``merge`` is an exact sum.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from .base import (BaseEvaluation, Counts, EvaluationError, Rule, banner,
+from .base import (BaseEvaluation, Counts, EvaluationError, Rule, State, add, banner,
                    check_no_nan, check_rows, f_beta_rule, false_alarm_rule, fmt, fnr_rule,
                    fpr_rule, g_measure_rule, mcc_rule, mean_defined, precision_rule,
-                   recall_rule, resolve_index, row_mask, table, to_array, warn_excluded)
+                   recall_rule, row_mask, table, to_array, warn_excluded)
 
 __all__ = ["Evaluation", "Averaging"]
 
@@ -90,6 +90,9 @@ class Evaluation(BaseEvaluation):
     (0.5, 0.75)
     """
 
+    _fields = {"confusion": add, "top_n_correct": add, "top_n_total": add}
+    _unit = "class"
+
     def __init__(self, num_classes: int | None = None, labels_list: Sequence[str] | None = None,
                  top_n: int = 1, binary_positive_class: int | None = 1,
                  binary_decision_threshold: float | None = None) -> None:
@@ -112,22 +115,21 @@ class Evaluation(BaseEvaluation):
         self.binary_positive_class = binary_positive_class
         self.binary_decision_threshold = (None if binary_decision_threshold is None
                                           else float(binary_decision_threshold))
-        self._fixed_classes = None if num_classes is None else int(num_classes)
-        self.reset()
+        self._start(None if num_classes is None else int(num_classes))
 
     # --- accumulation --------------------------------------------------------------------------
 
-    def reset(self) -> None:
-        """Forget all counts (a class count inferred from data is forgotten too).
+    def _empty(self, width: int) -> State:
+        return {"confusion": np.zeros((width, width), np.int64), "top_n_correct": 0,
+                "top_n_total": 0}
 
-        >>> ev = Evaluation(num_classes=2); ev.eval([1], [1]); ev.reset(); ev.num_examples
-        0
-        """
-        self._num_classes: int | None = self._fixed_classes
-        c = self._num_classes
-        self._confusion: np.ndarray | None = None if c is None else np.zeros((c, c), np.int64)
-        self._top_n_correct = 0
-        self._top_n_total = 0
+    @property
+    def _confusion(self) -> np.ndarray | None:
+        return None if self._state is None else self._state["confusion"]
+
+    @property
+    def _top_n_total(self) -> int:
+        return 0 if self._state is None else self._state["top_n_total"]
 
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch (see the class docstring for the accepted shapes).
@@ -148,15 +150,15 @@ class Evaluation(BaseEvaluation):
         check_no_nan(p, "predictions", _OWNER)
         actual = self._actual(y, c)
         predicted = self._predicted(p, c)
-        # everything is validated: only now touch the state, so a bad batch leaves no trace
-        if self._confusion is None:
-            self._num_classes, self._confusion = c, np.zeros((c, c), np.int64)
-        self._confusion += np.bincount(actual * c + predicted, minlength=c * c).reshape(c, c)
+        batch: State = {"confusion": np.bincount(actual * c + predicted,
+                                                 minlength=c * c).reshape(c, c)}
         if self.top_n > 1:
             true_score = p[np.arange(len(actual)), actual]
             higher = (p > true_score[:, None]).sum(axis=1)
-            self._top_n_correct += int((higher < self.top_n).sum())
-            self._top_n_total += len(actual)
+            batch["top_n_correct"] = int((higher < self.top_n).sum())
+            batch["top_n_total"] = len(actual)
+        # everything is validated: only now touch the state, so a bad batch leaves no trace
+        self._accumulate(c, batch)
 
     def _classes_of(self, y: np.ndarray, p: np.ndarray) -> int:
         """The number of classes these inputs imply, checked against what is already known."""
@@ -169,7 +171,7 @@ class Evaluation(BaseEvaluation):
                                   f"classes but predictions {p.shape} {p_says}; both must "
                                   f"cover the same classes")
         c = y_cols or p_cols
-        known = self._num_classes
+        known = self._width
         if c is not None and known is not None and c != known:
             raise EvaluationError(
                 f"{_OWNER}.eval: labels {y.shape} and predictions {p.shape} imply {c} classes, "
@@ -212,41 +214,24 @@ class Evaluation(BaseEvaluation):
             return (p[:, 1] > thr).astype(np.int64)
         return p.argmax(axis=1)
 
-    def merge(self, other: BaseEvaluation) -> None:
-        """Add ``other``'s counts (same number of classes, ``top_n`` and threshold).
-
-        >>> a, b = Evaluation(num_classes=2), Evaluation(num_classes=2)
-        >>> a.eval([0, 1], [0, 0]); b.eval([1], [1]); a.merge(b); a.confusion_matrix().tolist()
-        [[1, 0], [1, 1]]
-        """
-        self._check_merge(other)
-        assert isinstance(other, Evaluation)
-        if (other.top_n, other.binary_decision_threshold) != (self.top_n,
+    def _merge_mismatch(self, other: Any) -> str | None:
+        if (other.top_n, other.binary_decision_threshold) == (self.top_n,
                                                               self.binary_decision_threshold):
-            raise EvaluationError(
-                f"Evaluation.merge: configurations differ (top_n {self.top_n} vs {other.top_n}, "
+            return None
+        return (f"Evaluation.merge: configurations differ (top_n {self.top_n} vs {other.top_n}, "
                 f"binary_decision_threshold {self.binary_decision_threshold} vs "
                 f"{other.binary_decision_threshold}); counts made differently cannot be added")
-        if other._confusion is None:  # nothing evaluated and no class count: nothing to add
-            return
-        mine, theirs = self._num_classes, other._num_classes
-        if mine is not None and mine != theirs:
-            raise EvaluationError(f"Evaluation.merge: this evaluation has {mine} classes and the "
-                                  f"other {theirs}; only evaluations of the same problem merge")
-        if self._confusion is None:
-            self._num_classes, self._confusion = theirs, np.zeros_like(other._confusion)
-        self._confusion += other._confusion
-        self._top_n_correct += other._top_n_correct
-        self._top_n_total += other._top_n_total
-        if self.labels_list is None:
-            self.labels_list = other.labels_list
+
+    def _width_mismatch(self, mine: int, theirs: int) -> str:
+        return (f"Evaluation.merge: this evaluation has {mine} classes and the other {theirs}; "
+                f"only evaluations of the same problem merge")
 
     # --- counts -------------------------------------------------------------------------------
 
     @property
     def num_classes(self) -> int | None:
         """Number of classes (``None`` until given or seen in data)."""
-        return self._num_classes
+        return self._width
 
     @property
     def num_examples(self) -> int:
@@ -266,7 +251,7 @@ class Evaluation(BaseEvaluation):
 
     def class_label(self, cls: int) -> str:
         """The name of class ``cls`` (its index as text without ``labels_list``)."""
-        return self.labels_list[cls] if self.labels_list else str(cls)
+        return self._column_name(cls)
 
     def _counts(self) -> Counts:
         cm = self.confusion_matrix().astype(np.float64)
@@ -317,11 +302,12 @@ class Evaluation(BaseEvaluation):
         """
         if self.top_n == 1:
             return self.accuracy()
-        return self._top_n_correct / self._top_n_total if self._top_n_total else float("nan")
+        correct, total = self._state["top_n_correct"], self._top_n_total  # type: ignore[index]
+        return correct / total if total else float("nan")
 
     def _mode(self, averaging: str | None) -> str:
         if averaging is None:
-            binary = self._num_classes == 2 and self.binary_positive_class is not None
+            binary = self._width == 2 and self.binary_positive_class is not None
             return "positive" if binary else "macro"
         mode = str(averaging).lower()
         if mode not in ("macro", "micro"):
@@ -339,7 +325,7 @@ class Evaluation(BaseEvaluation):
         if mode == "positive":
             cls, mode = self.binary_positive_class, "class"
         if mode == "class":
-            i = resolve_index(cls, self.labels_list, self._num_classes, "class", _OWNER)
+            i = self._column(cls)
             return float(rule(*(c[i:i + 1] for c in counts))[0][0])
         if mode == "micro":
             return float(rule(*(c.sum(keepdims=True) for c in counts))[0][0])
@@ -442,7 +428,7 @@ class Evaluation(BaseEvaluation):
         >>> print(ev.stats().splitlines()[3])
          Accuracy:        0.6667
         """
-        c = self._num_classes
+        c = self._width
         if self.num_examples == 0:
             return f"{banner('Evaluation Metrics')}\n No examples evaluated yet\n"
         mode = self._mode(None)

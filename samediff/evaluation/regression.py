@@ -1,64 +1,41 @@
 """Regression evaluation: ND4J's ``RegressionEvaluation``.
 
-Per output column we keep the count, the means of labels and predictions, their centred sums of
-squares and co-moment, and the sums of squared and absolute errors. Batches (and ``merge``)
-combine these with Chan et al.'s pairwise update instead of accumulating raw ``Σy²``: the
-textbook ``Σy² - n·ȳ²`` cancels catastrophically when labels have a large mean (e.g. prices or
-timestamps), while centred moments stay accurate.
+Per output column the state (the fields of ``base``'s protocol) is the count, the means of
+labels and predictions, their centred sums of squares and co-moment, and the sums of squared and
+absolute errors. Batches (and ``merge``) combine these with Chan et al.'s pairwise update (this
+evaluator's ``_combine``) instead of accumulating raw ``Σy²``: the textbook ``Σy² - n·ȳ²``
+cancels catastrophically when labels have a large mean (e.g. prices or timestamps), while
+centred moments stay accurate.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any, Sequence
 
 import numpy as np
 
-from .base import (BaseEvaluation, EvaluationError, banner, check_no_nan, check_rows, fmt,
-                   output_mask, resolve_index, table, to_array)
+from .base import (BaseEvaluation, EvaluationError, State, add, banner, check_no_nan, check_rows,
+                   fmt, output_mask, table, to_array)
 
 __all__ = ["RegressionEvaluation"]
 
 _OWNER = "RegressionEvaluation"
+# sufficient statistics per column (all [C], float64): n, means, Σ (y - ȳ)², Σ (p - p̄)²,
+# Σ (y - ȳ)(p - p̄), Σ (y - p)², Σ |y - p|
+_MOMENTS = ("n", "mean_y", "mean_p", "m2_y", "m2_p", "c_yp", "sse", "sae")
 
 
-@dataclass
-class _Moments:
-    """Sufficient statistics per column (all arrays ``[C]``, float64)."""
-    n: np.ndarray
-    mean_y: np.ndarray
-    mean_p: np.ndarray
-    m2_y: np.ndarray   # Σ (y - ȳ)²
-    m2_p: np.ndarray   # Σ (p - p̄)²
-    c_yp: np.ndarray   # Σ (y - ȳ)(p - p̄)
-    sse: np.ndarray    # Σ (y - p)²
-    sae: np.ndarray    # Σ |y - p|
-
-    @classmethod
-    def zeros(cls, c: int) -> _Moments:
-        return cls(*(np.zeros(c) for _ in fields(cls)))
-
-    @classmethod
-    def of_batch(cls, y: np.ndarray, p: np.ndarray, keep: np.ndarray) -> _Moments:
-        # masked entries are zeroed first so padding (even NaN) never enters a sum
-        y = np.where(keep, y, 0.0)
-        p = np.where(keep, p, 0.0)
-        n = keep.sum(axis=0).astype(np.float64)
-        safe = np.maximum(n, 1.0)
-        mean_y, mean_p = y.sum(axis=0) / safe, p.sum(axis=0) / safe
-        dy = np.where(keep, y - mean_y, 0.0)
-        dp = np.where(keep, p - mean_p, 0.0)
-        err = y - p  # zero where masked
-        return cls(n, mean_y, mean_p, (dy * dy).sum(0), (dp * dp).sum(0), (dy * dp).sum(0),
-                   (err * err).sum(0), np.abs(err).sum(0))
-
-    def combine(self, o: _Moments) -> _Moments:
-        n = self.n + o.n
-        safe = np.maximum(n, 1.0)
-        dy, dp = o.mean_y - self.mean_y, o.mean_p - self.mean_p
-        f = self.n * o.n / safe
-        return _Moments(n, self.mean_y + dy * o.n / safe, self.mean_p + dp * o.n / safe,
-                        self.m2_y + o.m2_y + dy * dy * f, self.m2_p + o.m2_p + dp * dp * f,
-                        self.c_yp + o.c_yp + dy * dp * f, self.sse + o.sse, self.sae + o.sae)
+def _of_batch(y: np.ndarray, p: np.ndarray, keep: np.ndarray) -> State:
+    # masked entries are zeroed first so padding (even NaN) never enters a sum
+    y = np.where(keep, y, 0.0)
+    p = np.where(keep, p, 0.0)
+    n = keep.sum(axis=0).astype(np.float64)
+    safe = np.maximum(n, 1.0)
+    mean_y, mean_p = y.sum(axis=0) / safe, p.sum(axis=0) / safe
+    dy = np.where(keep, y - mean_y, 0.0)
+    dp = np.where(keep, p - mean_p, 0.0)
+    err = y - p  # zero where masked
+    return dict(zip(_MOMENTS, (n, mean_y, mean_p, (dy * dy).sum(0), (dp * dp).sum(0),
+                               (dy * dp).sum(0), (err * err).sum(0), np.abs(err).sum(0))))
 
 
 def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -89,7 +66,12 @@ class RegressionEvaluation(BaseEvaluation):
     >>> ev.eval([1.0, 2.0, 3.0], [1.5, 2.0, 2.0])
     >>> ev.mean_squared_error("price"), ev.mean_absolute_error(0), ev.r_squared(0)
     (0.4166666666666667, 0.5, 0.375)
+    >>> other = RegressionEvaluation(); other.eval([3.0], [3.0]); ev.merge(other)
+    >>> round(ev.mean_squared_error(0), 4)
+    0.3125
     """
+
+    _names_attr = "column_names"
 
     def __init__(self, num_columns: int | None = None,
                  column_names: Sequence[str] | None = None) -> None:
@@ -102,14 +84,23 @@ class RegressionEvaluation(BaseEvaluation):
         if num_columns is not None and int(num_columns) < 1:
             raise EvaluationError(f"{_OWNER}: num_columns={num_columns} must be >= 1")
         self.column_names: list[str] | None = column_names
-        self._fixed_columns = None if num_columns is None else int(num_columns)
-        self.reset()
+        self._start(None if num_columns is None else int(num_columns))
 
-    def reset(self) -> None:
-        """Forget all statistics (keeps the column names)."""
-        self._num_columns: int | None = self._fixed_columns
-        c = self._num_columns
-        self._m: _Moments | None = None if c is None else _Moments.zeros(c)
+    def _empty(self, width: int) -> State:
+        return {k: np.zeros(width) for k in _MOMENTS}
+
+    def _combine(self, a: State, b: State) -> State:
+        """Chan et al.'s pairwise update of the centred moments (errors simply add)."""
+        n = a["n"] + b["n"]
+        safe = np.maximum(n, 1.0)
+        dy, dp = b["mean_y"] - a["mean_y"], b["mean_p"] - a["mean_p"]
+        f = a["n"] * b["n"] / safe
+        return {"n": n, "mean_y": a["mean_y"] + dy * b["n"] / safe,
+                "mean_p": a["mean_p"] + dp * b["n"] / safe,
+                "m2_y": a["m2_y"] + b["m2_y"] + dy * dy * f,
+                "m2_p": a["m2_p"] + b["m2_p"] + dp * dp * f,
+                "c_yp": a["c_yp"] + b["c_yp"] + dy * dp * f,
+                "sse": add(a["sse"], b["sse"]), "sae": add(a["sae"], b["sae"])}
 
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch.
@@ -128,73 +119,46 @@ class RegressionEvaluation(BaseEvaluation):
             raise EvaluationError(f"{_OWNER}.eval: labels {y.shape} and predictions {p.shape} "
                                   f"must have the same shape [n, columns]")
         c = y.shape[1]
-        if self._num_columns is not None and c != self._num_columns:
+        if self._width is not None and c != self._width:
             raise EvaluationError(f"{_OWNER}.eval: inputs have {c} columns but this evaluation "
-                                  f"has {self._num_columns} (from its constructor or earlier "
+                                  f"has {self._width} (from its constructor or earlier "
                                   f"batches); use one RegressionEvaluation per output")
         m = output_mask(mask, y.shape, _OWNER)
         keep = np.ones(y.shape, bool) if m is None else m
         # one inf or NaN would turn every sum of its column into NaN for good
         check_no_nan(np.where(keep, y, 0.0), "labels", _OWNER, finite=True)
         check_no_nan(np.where(keep, p, 0.0), "predictions", _OWNER, finite=True)
-        batch = _Moments.of_batch(y, p, keep)
-        if self._m is None:
-            self._num_columns, self._m = c, _Moments.zeros(c)
-        self._m = self._m.combine(batch)
-
-    def merge(self, other: BaseEvaluation) -> None:
-        """Combine with ``other``'s statistics (same number of columns).
-
-        >>> a, b = RegressionEvaluation(), RegressionEvaluation()
-        >>> a.eval([1.0, 2.0], [1.0, 3.0]); b.eval([3.0], [3.0]); a.merge(b)
-        >>> round(a.mean_squared_error(0), 4)
-        0.3333
-        """
-        self._check_merge(other)
-        assert isinstance(other, RegressionEvaluation)
-        if other._m is None:
-            return
-        if self._num_columns is not None and self._num_columns != other._num_columns:
-            raise EvaluationError(f"{_OWNER}.merge: {self._num_columns} vs "
-                                  f"{other._num_columns} columns; only evaluations of the same "
-                                  f"outputs merge")
-        self._num_columns = other._num_columns
-        self._m = other._m if self._m is None else self._m.combine(other._m)
-        if self.column_names is None:
-            self.column_names = other.column_names
+        self._accumulate(c, _of_batch(y, p, keep))
 
     # --- metrics -------------------------------------------------------------------------------
 
     @property
     def num_columns(self) -> int | None:
         """Number of columns (``None`` until given or seen)."""
-        return self._num_columns
+        return self._width
 
-    def _stats(self) -> _Moments:
-        return self._m if self._m is not None else _Moments.zeros(0)
-
-    def _col(self, col: int | str) -> int:
-        return resolve_index(col, self.column_names, self._num_columns, "column", _OWNER)
+    def _stats(self) -> State:
+        return self._state if self._state is not None else self._empty(0)
 
     def _all(self, name: str) -> np.ndarray:
         """One metric for every column ``[C]`` (NaN where undefined)."""
         m = self._stats()
         if name == "mse":
-            return _div(m.sse, m.n)
+            return _div(m["sse"], m["n"])
         if name == "mae":
-            return _div(m.sae, m.n)
+            return _div(m["sae"], m["n"])
         if name == "rmse":
-            return np.sqrt(_div(m.sse, m.n))
+            return np.sqrt(_div(m["sse"], m["n"]))
         if name == "rse":
-            return _div(m.sse, m.m2_y)
+            return _div(m["sse"], m["m2_y"])
         if name == "r2":
-            return 1.0 - _div(m.sse, m.m2_y)
+            return 1.0 - _div(m["sse"], m["m2_y"])
         if name == "pearson":
-            return _div(m.c_yp, np.sqrt(m.m2_y * m.m2_p))
+            return _div(m["c_yp"], np.sqrt(m["m2_y"] * m["m2_p"]))
         raise KeyError(name)
 
     def _one(self, name: str, col: int | str) -> float:
-        return float(self._all(name)[self._col(col)])
+        return float(self._all(name)[self._column(col)])
 
     def _average(self, name: str) -> float:
         v = self._all(name)
@@ -203,7 +167,7 @@ class RegressionEvaluation(BaseEvaluation):
 
     def count(self, col: int | str) -> int:
         """Number of (unmasked) values evaluated in column ``col``."""
-        return int(self._stats().n[self._col(col)])
+        return int(self._stats()["n"][self._column(col)])
 
     def mean_squared_error(self, col: int | str) -> float:
         """Σ(y - p)² / n of column ``col``."""
@@ -269,12 +233,12 @@ class RegressionEvaluation(BaseEvaluation):
         >>> print(ev.stats().splitlines()[1])
         Column      MSE      MAE     RMSE      RSE       PC      R^2
         """
-        c = self._num_columns
-        if self._m is None or c is None:
+        c = self._width
+        if self._state is None or c is None:
             return f"{banner('Regression Metrics')}\n No examples evaluated yet\n"
         keys = ("mse", "mae", "rmse", "rse", "pearson", "r2")
         per = {k: self._all(k) for k in keys}
-        rows = [[self.column_names[j] if self.column_names else f"col_{j}"]
+        rows = [[self._column_name(j, f"col_{j}")]
                 + [fmt(per[k][j], 5) for k in keys] for j in range(c)]
         if c > 1:
             rows.append(["average"] + [fmt(self._average(k), 5) for k in keys])

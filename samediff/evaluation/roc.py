@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from .base import (BaseEvaluation, EvaluationError, banner, binary_values, check_no_nan,
-                   check_rows, fmt, output_mask, resolve_index, row_mask, table, to_array)
+from .base import (BaseEvaluation, EvaluationError, State, add, banner, binary_values,
+                   check_no_nan, check_rows, concat, fmt, output_mask, row_mask, table, to_array)
 
 __all__ = ["ROC", "ROCBinary", "ROCMultiClass", "RocCurve", "PrecisionRecallCurve"]
 
@@ -89,24 +89,29 @@ class ROC(BaseEvaluation):
     0.75
     >>> fpr, tpr, thr = roc.get_roc_curve(); fpr.tolist(), tpr.tolist()
     ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
+    >>> a, b = ROC(), ROC(); a.eval([0, 1], [.2, .6]); b.eval([1], [.1]); a.merge(b)
+    >>> a.calculate_auc()
+    0.5
     """
+
+    # exact mode keeps every batch of scores and labels; binned mode keeps, per actual class, a
+    # histogram of k = number of thresholds <= score (0..steps+1)
+    _fields = {"scores": concat, "labels": concat, "pos_hist": add, "neg_hist": add}
+    _names_attr = None
 
     def __init__(self, threshold_steps: int = 0) -> None:
         self.threshold_steps = _check_steps(threshold_steps, "ROC")
-        self.reset()
+        self._start(1)  # a binary ROC is one column
 
     @property
     def exact(self) -> bool:
         """True in exact mode (``threshold_steps == 0``)."""
         return self.threshold_steps == 0
 
-    def reset(self) -> None:
-        """Forget all scores/counts."""
-        self._scores: list[np.ndarray] = []
-        self._labels: list[np.ndarray] = []
-        # binned: histogram of k = number of thresholds <= score (0..steps+1), per actual class
-        self._pos_hist = np.zeros(self.threshold_steps + 2, np.int64)
-        self._neg_hist = np.zeros(self.threshold_steps + 2, np.int64)
+    def _empty(self, width: int) -> State:
+        size = self.threshold_steps + 2
+        return {"scores": [], "labels": [], "pos_hist": np.zeros(size, np.int64),
+                "neg_hist": np.zeros(size, np.int64)}
 
     def eval(self, labels: Any, predictions: Any, mask: Any = None) -> None:
         """Accumulate one batch.
@@ -138,36 +143,33 @@ class ROC(BaseEvaluation):
     def _add(self, actual: np.ndarray, scores: np.ndarray) -> None:
         """Accumulate validated 1-D bool labels and float scores (also used per column)."""
         if self.exact:
-            self._labels.append(np.asarray(actual, bool))
-            self._scores.append(scores.astype(np.float64))
+            self._accumulate(1, {"labels": [np.asarray(actual, bool)],
+                                 "scores": [scores.astype(np.float64)]})
             return
         k = np.searchsorted(_grid(self.threshold_steps), scores, side="right")
         size = self.threshold_steps + 2
-        self._pos_hist += np.bincount(k[actual], minlength=size)
-        self._neg_hist += np.bincount(k[~actual], minlength=size)
+        self._accumulate(1, {"pos_hist": np.bincount(k[actual], minlength=size),
+                             "neg_hist": np.bincount(k[~actual], minlength=size)})
 
     def _exact_data(self) -> tuple[np.ndarray, np.ndarray]:
-        if len(self._scores) != 1:  # concatenate once, then keep the single array
-            self._scores = [np.concatenate(self._scores) if self._scores else np.zeros(0)]
-            self._labels = [np.concatenate(self._labels) if self._labels else np.zeros(0, bool)]
-        return self._scores[0], self._labels[0]
+        state = self._state
+        assert state is not None
+        if len(state["scores"]) != 1:  # concatenate once, then keep the single array
+            state["scores"] = [np.concatenate(state["scores"]) if state["scores"]
+                               else np.zeros(0)]
+            state["labels"] = [np.concatenate(state["labels"]) if state["labels"]
+                               else np.zeros(0, bool)]
+        return state["scores"][0], state["labels"][0]
 
-    def merge(self, other: BaseEvaluation) -> None:
-        """Add ``other``'s scores (exact) or histograms (binned, same ``threshold_steps``).
+    def _merge_mismatch(self, other: Any) -> str | None:
+        if other.threshold_steps == self.threshold_steps:
+            return None
+        return (f"ROC.merge: threshold_steps differ ({self.threshold_steps} vs "
+                f"{other.threshold_steps}); evaluate both in the same mode")
 
-        >>> a, b = ROC(), ROC(); a.eval([0, 1], [.2, .6]); b.eval([1], [.1]); a.merge(b)
-        >>> a.calculate_auc()
-        0.5
-        """
-        self._check_merge(other)
-        assert isinstance(other, ROC)
-        if other.threshold_steps != self.threshold_steps:
-            raise EvaluationError(f"ROC.merge: threshold_steps differ ({self.threshold_steps} "
-                                  f"vs {other.threshold_steps}); evaluate both in the same mode")
-        self._scores += other._scores
-        self._labels += other._labels
-        self._pos_hist += other._pos_hist
-        self._neg_hist += other._neg_hist
+    def _hist(self, key: str) -> np.ndarray:
+        assert self._state is not None
+        return self._state[key]
 
     # --- counts and curves ---------------------------------------------------------------------
 
@@ -175,13 +177,13 @@ class ROC(BaseEvaluation):
         """Number of examples with label 1."""
         if self.exact:
             return int(self._exact_data()[1].sum())
-        return int(self._pos_hist.sum())
+        return int(self._hist("pos_hist").sum())
 
     def count_actual_negative(self) -> int:
         """Number of examples with label 0."""
         if self.exact:
             return int((~self._exact_data()[1]).sum())
-        return int(self._neg_hist.sum())
+        return int(self._hist("neg_hist").sum())
 
     def _points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(thresholds, TP, FP) by decreasing threshold, starting with the +inf sentinel."""
@@ -197,8 +199,8 @@ class ROC(BaseEvaluation):
             thresholds = s[last]
         else:
             # count at threshold i = examples with k > i (k = number of thresholds <= score)
-            pos = np.cumsum(self._pos_hist[::-1])[::-1][1:]
-            neg = np.cumsum(self._neg_hist[::-1])[::-1][1:]
+            pos = np.cumsum(self._hist("pos_hist")[::-1])[::-1][1:]
+            neg = np.cumsum(self._hist("neg_hist")[::-1])[::-1][1:]
             thresholds = _grid(self.threshold_steps)[::-1]
             tp, fp = pos[::-1], neg[::-1]
         return (np.r_[np.inf, thresholds], np.r_[0, tp].astype(np.float64),
@@ -266,20 +268,30 @@ class ROC(BaseEvaluation):
                           "=" * 66]) + "\n"
 
 
+def _merge_columns(mine: list[ROC], theirs: list[ROC]) -> list[ROC]:
+    for a, b in zip(mine, theirs):
+        a.merge(b)
+    return mine
+
+
 class _ROCColumns(BaseEvaluation):
     """One binary ``ROC`` per column; subclasses say how inputs become per-column labels."""
 
+    _fields = {"rocs": _merge_columns}  # one ROC's state per column, merged column by column
     _unit = "column"
 
     def __init__(self, threshold_steps: int = 0, labels_list: Sequence[str] | None = None) -> None:
         self.threshold_steps = _check_steps(threshold_steps, type(self).__name__)
         self.labels_list: list[str] | None = (None if labels_list is None
                                               else [str(s) for s in labels_list])
-        self.reset()
+        self._start(None)  # the number of columns comes from the first batch, after each reset
 
-    def reset(self) -> None:
-        """Forget everything (the number of columns is re-inferred from the next batch)."""
-        self._rocs: list[ROC] | None = None
+    def _empty(self, width: int) -> State:
+        return {"rocs": [ROC(self.threshold_steps) for _ in range(width)]}
+
+    @property
+    def _rocs(self) -> list[ROC] | None:
+        return None if self._state is None else self._state["rocs"]
 
     @abc.abstractmethod
     def _prepare(self, y: np.ndarray, p: np.ndarray,
@@ -300,40 +312,24 @@ class _ROCColumns(BaseEvaluation):
         if self._rocs is not None and len(self._rocs) != c:
             raise EvaluationError(f"{owner}.eval: inputs have {c} {self._unit}s but earlier "
                                   f"batches had {len(self._rocs)}; reset() between problems")
-        if self._rocs is None:
-            self._rocs = [ROC(self.threshold_steps) for _ in range(c)]
-        for j, roc in enumerate(self._rocs):
+        # each column's ROC accumulates its own slice (exact mode keeps the scores per column)
+        for j, roc in enumerate(self._ensure_state(c)["rocs"]):
             roc._add(actual[keep[:, j], j], scores[keep[:, j], j])
 
-    def merge(self, other: BaseEvaluation) -> None:
-        """Merge column by column (same class, ``threshold_steps`` and number of columns)."""
-        self._check_merge(other)
-        assert isinstance(other, _ROCColumns)
-        owner = type(self).__name__
-        if other.threshold_steps != self.threshold_steps:
-            raise EvaluationError(f"{owner}.merge: threshold_steps differ "
-                                  f"({self.threshold_steps} vs {other.threshold_steps})")
-        if other._rocs is None:
-            return
-        if self._rocs is None:
-            self._rocs = [ROC(self.threshold_steps) for _ in other._rocs]
-        if len(self._rocs) != len(other._rocs):
-            raise EvaluationError(f"{owner}.merge: {len(self._rocs)} vs {len(other._rocs)} "
-                                  f"{self._unit}s; only evaluations of the same outputs merge")
-        for mine, theirs in zip(self._rocs, other._rocs):
-            mine.merge(theirs)
-        if self.labels_list is None:
-            self.labels_list = other.labels_list
+    def _merge_mismatch(self, other: Any) -> str | None:
+        if other.threshold_steps == self.threshold_steps:
+            return None
+        return (f"{type(self).__name__}.merge: threshold_steps differ "
+                f"({self.threshold_steps} vs {other.threshold_steps})")
 
     @property
     def num_columns(self) -> int | None:
         """Number of columns / classes (``None`` before the first batch)."""
-        return None if self._rocs is None else len(self._rocs)
+        return self._width
 
     def get_roc(self, col: int | str) -> ROC:
         """The binary ``ROC`` of one column (by index or name)."""
-        i = resolve_index(col, self.labels_list, self.num_columns, self._unit,
-                          type(self).__name__)
+        i = self._column(col)
         assert self._rocs is not None
         return self._rocs[i]
 
@@ -375,7 +371,7 @@ class _ROCColumns(BaseEvaluation):
         title = f"{type(self).__name__} Metrics"
         if self._rocs is None:
             return f"{banner(title)}\n No examples evaluated yet\n"
-        rows = [[self.labels_list[j] if self.labels_list else str(j), fmt(r.calculate_auc()),
+        rows = [[self._column_name(j), fmt(r.calculate_auc()),
                  fmt(r.calculate_aucpr()), r.count_actual_positive(), r.count_actual_negative()]
                 for j, r in enumerate(self._rocs)]
         return "\n".join([banner(title),

@@ -16,8 +16,11 @@ there, naming them):
 user-defined ops read it. ``numpy.py`` is the numpy front end the same way: numpy's names
 (``np.subtract`` for ``sub``, ``np.var`` for ``variance``...), its keywords (``axis``,
 ``keepdims``, ``ddof``), and the numpy protocols of ``NDArray`` (``np.exp(x)``, ``np.mean(x)``,
-``x[[0, 2]]``) that read those tables — no op is defined twice and no op changes. The
-mechanism in a few lines:
+``x[[0, 2]]``) that read those tables — no op is defined twice and no op changes.
+``array_api.py`` is the array API standard's front end: its names as tables (``UNARY``,
+``REDUCTIONS``, ``FFT_AXIS``...), its dtypes and its call rules; the namespace
+``nd4py.array_api`` is built from it (a closed namespace, so it has no ``Frontend`` of op
+groups). The mechanism in a few lines:
 
 >>> from samediff import bind, create
 >>> from samediff.frontends import ND4J, Frontend, Namespace
