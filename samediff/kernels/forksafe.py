@@ -26,7 +26,7 @@ The helper thread and the private BLAS's lazy loading reset themselves in the ch
 (``workers``, ``blas``). BLAS calls made outside nd4py (your own ``numpy`` matmul on
 another thread) are not guarded: numpy hangs on them the same way.
 
->>> from samediff import forksafe
+>>> from samediff.kernels import forksafe
 >>> @forksafe.guarded
 ... def kernel(x):
 ...     return x + 1
