@@ -4,7 +4,7 @@ Why a BLAS of our own next to numpy's: numpy's OpenBLAS is reachable only throug
 (no accumulate into ``c``, no call from a Numba kernel), and its thread count is process-wide.
 Kernels that split their work over two threads (``samediff.kernels.workers``) need GEMMs that run on
 the calling thread only -- two halves each calling numpy's multi-threaded GEMM fight over one
-pool (1.1-2x slower than one thread, see ``kernels/cnn.py``). The ``scipy-openblas32``
+pool (1.1-2x slower than one thread, see ``cnn.py`` here). The ``scipy-openblas32``
 wheel (the OpenBLAS build numpy and SciPy themselves ship, with every symbol prefixed
 ``scipy_``, so it never collides with numpy's copy) is loaded once here and set to one
 thread; Numba kernels call its ``cblas_?gemm`` by symbol name, which keeps them cacheable

@@ -1,4 +1,4 @@
-"""numpy/Numba kernels of the convolution and pooling ops (``cnn.py``), in either layout.
+"""numpy/Numba kernels of the convolution and pooling ops (``ops/cnn.py``), in either layout.
 
 Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per op, layout,
 kernel, channels and dtype:

@@ -2,8 +2,8 @@
 
 ``StepPlan`` (``training/step.py``, through ``training/finite.py``) calls it between the
 gradient plan and the update plan, so a step whose loss or gradients are not finite never
-reaches the update, which writes the parameters and updater state in place. It runs once per step next to a whole forward and backward pass, so it
-must be cheap and exact:
+reaches the update, which writes the parameters and updater state in place. It runs once
+per step next to a whole forward and backward pass, so it must be cheap and exact:
 
 * **bit tests, no arithmetic**: an IEEE float is non-finite exactly when its exponent bits are
   all ones, so the check reads the bits as unsigned integers and counts those elements. Nothing

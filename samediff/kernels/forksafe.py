@@ -12,9 +12,9 @@ Two things hung or died without this module:
   (Our private copy runs single-threaded and was not seen to hang in ~3,000 forks during
   convolutions and matmuls on it; the gate covers it all the same.) ``guarded`` kernels --
   every op driver that may call a BLAS or hand half its work to the helper thread
-  (``samediff.kernels.workers``) -- count themselves in and out from Python; the fork handler stops
-  new entries and waits (with the GIL released, at most ``WAIT_S`` seconds) until none is in
-  flight, so both BLAS pools are idle when the fork happens. Kernels held back go on after
+  (``samediff.kernels.workers``) -- count themselves in and out from Python; the fork handler
+  stops new entries and waits (with the GIL released, at most ``WAIT_S`` seconds) until none
+  is in flight, so both BLAS pools are idle when the fork happens. Kernels held back go on after
   the fork, in the parent.
 * **Numba's GNU OpenMP pool in the child.** Once a parallel (``prange``) kernel has started
   Numba's ``omp`` threading layer, a forked child that runs one is killed by Numba with
@@ -23,7 +23,9 @@ Two things hung or died without this module:
   the compiled plans and ``all_finite`` run their serial kernels there (same results).
 
 The helper thread and the private BLAS's lazy loading reset themselves in the child
-(``workers``, ``blas``). BLAS calls made outside nd4py (your own ``numpy`` matmul on
+(``workers``, ``blas``). This module imports no Numba (it looks Numba up only if something
+else loaded it), so the at-fork handlers are installed when ``samediff`` is imported, before
+any kernel can run. BLAS calls made outside nd4py (your own ``numpy`` matmul on
 another thread) are not guarded: numpy hangs on them the same way.
 
 >>> from samediff.kernels import forksafe

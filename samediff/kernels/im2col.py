@@ -8,8 +8,8 @@ HWIO weights reshaped to ``[kH*kW*C, O]``, as they are.
 * weight adjoint: ``dW += cols @ g[n]^T``, summed over the units.
 
 Each of the three runs a whole list of units in one compiled call (``nogil``): the gather
-(``gather``), the GEMM (the private single-threaded BLAS, ``samediff.kernels.blas``) and col2im, with
-no Python between them -- so ``kernels.cnn`` hands each of two threads half of the units.
+(``gather``), the GEMM (the private single-threaded BLAS, ``samediff.kernels.blas``) and
+col2im, with no Python between them -- so ``kernels.cnn`` hands each of two threads half of the units.
 Without the private BLAS the same drivers run as Python (numpy's GEMM per unit).
 
 Measured (LeNet shapes, batch 32, float32, one thread; median ms): 1->8 5x5 on 28x28 forward

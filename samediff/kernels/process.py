@@ -9,8 +9,8 @@ another process held a core. libgomp reads ``OMP_WAIT_POLICY`` once, when it is 
 
 **Malloc thresholds.** Keep freed array memory in the process instead of returning it to the
 OS at every free. glibc serves large allocations (above ``M_MMAP_THRESHOLD``, 128 KiB to
-start) with fresh ``mmap`` s and gives freed heap tops back (above ``M_TRIM_THRESHOLD``). Every op result is a new
-numpy array, so a training step of a small CNN mapped and unmapped the same few hundred KiB
+start) with fresh ``mmap`` s and gives freed heap tops back (above ``M_TRIM_THRESHOLD``).
+Every op result is a new numpy array, so a training step of a small CNN mapped and unmapped the same few hundred KiB
 dozens of times per step, and each first touch of a fresh page is a page fault: measured on
 the W7 LeNet step (2 cores, a VM where faults are dear), 5.0-5.1 ms per step with glibc's
 defaults against 3.9 ms with large arrays kept on the heap (a relu over 147k floats: 0.16 ms
