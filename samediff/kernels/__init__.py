@@ -1,7 +1,8 @@
 """The kernels and process runtime: compiled code the op table calls, and what it runs on.
 
-The bottom layer of ``samediff``: it imports numpy, Numba and the standard library, nothing
-of the op table, the compiler or anything above (``tests/test_import_layers.py`` checks).
+The bottom layer of ``samediff``: it imports numpy, Numba/llvmlite, the BLAS wheel and the
+standard library -- nothing of the op table, the compiler or anything above
+(``tests/test_import_layers.py`` checks).
 
 * ``cnn`` -- convolution and pooling drivers; ``im2col``, ``winograd`` -- their GEMM routes;
   ``geometry`` -- window arithmetic shared with the ops' shape inference (no Numba);
