@@ -13,7 +13,7 @@ Compared in the same run (medians of repeated samples, after warm-up):
   same step in PyTorch eager and ``jax.jit`` (when installed). Goal: <= 1.0x PyTorch eager.
 
 Each row is measured in a fresh process of its own (``--row``), one after the other in the same
-run: a library's threads, allocator settings (``samediff/malloc_tuning.py`` raises glibc's
+run: a library's threads, allocator settings (``samediff/kernels/process.py`` raises glibc's
 mmap/trim thresholds when nd4py is imported, which also sped PyTorch's convolution up by a
 third when they shared a process) and warm caches then never flatter or slow another's row;
 each gets the environment a user of that library alone would have.

@@ -8,18 +8,10 @@ This is the bottom layer of nd4py; ``tracing`` builds on it and ``nd4py`` is the
 >>> (a * 3).eval().numpy().tolist()
 [3.0, 6.0]
 """
-import os as _os
+from .kernels import process as _process
 
-# Compiled kernels run on Numba's OpenMP layer, numpy's matmuls on OpenBLAS's own threads. With
-# OpenMP's default (active) waiting, the kernel threads keep spinning after a parallel loop and
-# take the cores from the BLAS call that follows: a training step ran 6x slower than with
-# passive waiting, and any parallel kernel stalled ~8 ms whenever another process held a core.
-# libgomp reads this once, when it is first loaded; a user's own setting wins.
-_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
-from . import malloc_tuning  # noqa: E402
-
-malloc_tuning.tune()  # large arrays stay on the heap: no page faults per op (see the module)
+# before any kernel can load: libgomp reads the OpenMP wait policy once (see the module)
+_process.apply()
 
 from . import ops  # noqa: E402
 from .surface import install_surface  # noqa: E402

@@ -1,4 +1,4 @@
-"""Convolution and pooling split over two threads (``samediff.workers``): the same values as
+"""Convolution and pooling split over two threads (``samediff.kernels.workers``): the same values as
 one thread and as the loop references, whatever the split (uneven halves, row bands, padding,
 stride), and the helper's own contract (errors, nesting, concurrent callers)."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import nd4py as nd
-from samediff import workers
-from samediff.ops import cnn_im2col as I
-from samediff.ops import cnn_kernels as K
+from samediff.kernels import workers
+from samediff.kernels import im2col as I
+from samediff.kernels import cnn as K
 
 try:
     from op_samples_cnn import (conv2d_input_grad_ref, conv2d_ref, conv2d_weight_grad_ref,
@@ -219,7 +219,7 @@ def test_2x2_same_padding_on_odd_sizes_takes_the_general_route(shape):
 
 def test_relu_span_is_np_maximum_bit_for_bit():
     """The conv epilogue's relu: +0.0 for -0.0 and negatives, NaN and positives kept."""
-    from samediff.ops.cnn_im2col import relu_span
+    from samediff.kernels.im2col import relu_span
     for dtype in (np.float32, np.float64):
         a = np.array([-0.0, 0.0, -1.5, np.nan, 2.0, -np.inf, np.inf, 1e-30, -1e-30], dtype)
         got = np.concatenate([a, a])

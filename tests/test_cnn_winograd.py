@@ -1,5 +1,5 @@
-"""The Winograd F(4x4, 3x3) route of 3x3 stride-1 convolutions (``ops/cnn_winograd.py``) and
-the private BLAS it calls (``samediff.blas``): the transform identity from first principles,
+"""The Winograd F(4x4, 3x3) route of 3x3 stride-1 convolutions (``kernels/winograd.py``) and
+the private BLAS it calls (``samediff.kernels.blas``): the transform identity from first principles,
 the forward and input adjoint against the loop references (padding of any sign, ragged tiles,
 one image split in bands, two threads or one), the routing rules, and the fallback when the
 BLAS is missing."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from samediff import blas, workers
-from samediff.ops import cnn_im2col as I
-from samediff.ops import cnn_kernels as K
-from samediff.ops import cnn_winograd as W
+from samediff.kernels import blas, workers
+from samediff.kernels import im2col as I
+from samediff.kernels import cnn as K
+from samediff.kernels import winograd as W
 
 try:
     from op_samples_cnn import conv2d_input_grad_ref, conv2d_ref

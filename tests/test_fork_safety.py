@@ -1,4 +1,4 @@
-"""Fork safety (``samediff.forksafe``): ``os.fork`` while other threads convolve, multiply
+"""Fork safety (``samediff.kernels.forksafe``): ``os.fork`` while other threads convolve, multiply
 and run dense layers; children that run kernels after the parent used them; a fork
 multiprocessing pool after a parallel kernel.
 
@@ -20,7 +20,7 @@ import warnings
 
 import pytest
 
-from samediff import forksafe
+from samediff.kernels import forksafe
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin",
                                 reason="no os.fork (or fork is unsafe by default here)")
@@ -144,7 +144,7 @@ def test_fork_while_threads_convolve_multiply_and_run_dense_layers():
 
 _CHILDREN = _PRELUDE + textwrap.dedent("""
     import multiprocessing as mp
-    from samediff import blas
+    from samediff.kernels import blas
     from samediff.training.finite import all_finite
 
     rng = np.random.default_rng(1)

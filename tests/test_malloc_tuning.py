@@ -1,4 +1,4 @@
-"""``samediff.malloc_tuning``: applied on import (glibc), and the opt-outs are respected."""
+"""``samediff.kernels.process``: applied on import (glibc), and the opt-outs are respected."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-CHECK = "import samediff.malloc_tuning as m, samediff; print(m.applied)"
+CHECK = "import samediff.kernels.process as m, samediff; print(m.applied)"
 
 
 def _applied(**env: str) -> str:

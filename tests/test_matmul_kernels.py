@@ -1,5 +1,5 @@
 """2-D float matmuls on the private BLAS, split over the helper thread
-(``samediff.ops.matmul_kernels``): the same products as a float64 reference for every operand
+(``samediff.kernels.matmul``): the same products as a float64 reference for every operand
 layout, numpy's ``matmul`` for everything else, and the ``matmul`` op going through it."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import nd4py as nd
-from samediff import blas
-from samediff.ops import matmul_kernels as M
+from samediff.kernels import blas
+from samediff.kernels import matmul as M
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason=blas.why_not() or "no private BLAS")
 RNG = np.random.default_rng(7)

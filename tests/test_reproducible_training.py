@@ -1,6 +1,6 @@
 """Same seed, same model (issue 21, item 6): a few compiled training steps of a small CNN
 give bit-identical weights from a cold kernel cache and a warm one, with the helper thread
-(``samediff.workers``) and without it (``ND4PY_WORKERS=1``). (A loaded machine changes only
+(``samediff.kernels.workers``) and without it (``ND4PY_WORKERS=1``). (A loaded machine changes only
 which thread runs which half and when: the in-process test covers the helper being busy,
 which runs both halves on the caller.)
 
@@ -12,8 +12,8 @@ which keeps the test at ~2 s a run instead of ~12 s for recompiling them (their 
 freshly compiled machine code is the same; what differs cold is which plans and routes a
 process builds, and that is what this compares). The shapes
 take both routes whose two halves do not compute what the whole would: the conv's weight
-adjoint (im2col, from ``cnn_kernels.SPLIT_MIN_MACS``: it adds the halves' partial sums) and
-the first dense layer's matmul (private BLAS, from ``matmul_kernels.SPLIT_MIN_MNK``: each
+adjoint (im2col, from ``kernels.cnn.SPLIT_MIN_MACS``: it adds the halves' partial sums) and
+the first dense layer's matmul (private BLAS, from ``kernels.matmul.SPLIT_MIN_MNK``: each
 half is small enough for OpenBLAS's small-matrix kernels, which sum the depth of 1024 in
 one run where the whole is summed in blocks). Before the split was decided by size alone,
 ``ND4PY_WORKERS=1`` gave other weights than the default -- through either route alone.
@@ -84,7 +84,7 @@ def _same(a: dict, b: dict) -> list[str]:
 
 
 def _with_and_without_helper(monkeypatch, fn) -> tuple[np.ndarray, np.ndarray]:
-    from samediff import workers
+    from samediff.kernels import workers
     helper = fn()
     with monkeypatch.context() as m:
         m.setattr(workers, "_ENABLED", False)  # as ND4PY_WORKERS=1 or one CPU
@@ -96,9 +96,9 @@ def test_split_work_is_the_same_bytes_without_the_helper(monkeypatch):
     add up to the whole bit for bit -- the weight adjoint (partial sums per half) and a
     matmul whose halves OpenBLAS hands to its small-matrix kernels -- are split the same
     with the helper and without it (``workers.halves`` looks at sizes only)."""
-    from samediff import blas
-    from samediff.ops import cnn_kernels as K
-    from samediff.ops import matmul_kernels as M
+    from samediff.kernels import blas
+    from samediff.kernels import cnn as K
+    from samediff.kernels import matmul as M
     if not blas.available():
         pytest.skip(blas.why_not())
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""The helper thread's hand-off (``samediff.workers``, ``samediff.spin``): gated jobs start
+"""The helper thread's hand-off (``samediff.kernels.workers``, ``samediff.kernels.spin``): gated jobs start
 when the caller's kernel announces, sleeping on either side never loses a wake-up (the
 helper counts its timed waits that ended unmet: a lost wake-up would show there), failures
 come back to their own caller, and an interrupted caller leaves nothing that stalls the
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from samediff import spin, workers
+from samediff.kernels import spin, workers
 
 needs_helper = pytest.mark.skipif(not workers.enabled(), reason="one CPU or ND4PY_WORKERS=1")
 
@@ -134,7 +134,7 @@ def test_no_spinning_and_no_helper_give_the_same_results():
     """``ND4PY_WORKER_SPIN_US=0`` (sleep at once) and ``ND4PY_WORKERS=1`` (no helper), in
     fresh processes: many hand-offs, gated or not, all complete."""
     code = """
-from samediff import spin, workers
+from samediff.kernels import spin, workers
 out = []
 for k in range(200):
     workers.both(lambda go=workers.NO_GO, k=k: (spin.announce(go), out.append(2 * k)),

@@ -80,7 +80,7 @@ def fold_epilogues(nodes: Sequence[Any], outputs: Sequence[Any]) -> list:
     the convolution's own result: the kernel applies the relu while each slab of output is
     in cache, and one pass over the activation and one array are saved. The fused node
     writes the relu's output slot, with bit for bit the values the relu computed from the
-    convolution's (``cnn_im2col.relu_span``)."""
+    convolution's (``kernels.im2col.relu_span``)."""
     producers = {o: n for n in nodes for o in n.outputs}
     readers: dict[Any, int] = {}
     for n in nodes:

@@ -19,8 +19,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import forksafe, interpreter
+from .. import interpreter
 from ..errors import NdError
+from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
@@ -32,7 +33,7 @@ from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, r
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
 #: Groups with at least this many elements run the parallel kernel. Waking Numba's OpenMP
-#: threads (``OMP_WAIT_POLICY=passive``, see ``samediff/__init__.py``) costs ~57 us here, so
+#: threads (``OMP_WAIT_POLICY=passive``, see ``samediff/kernels/process.py``) costs ~57 us here, so
 #: (median us, serial vs parallel, 2 cores): ``where(x > 0, x, 0)`` 20-26 vs 73-80 at 128 Ki
 #: elements, 56-63 vs 94-112 at 512 Ki, even at 1 Mi, parallel ahead only at 4 Mi; a
 #: tanh-GELU 79-94 vs 105-121 at 128 Ki, even at 256 Ki, parallel ahead from 512 Ki (220 vs

@@ -15,8 +15,8 @@
   stride=2, padding="same")``), so that form needs no rule of its own; ND4J's config objects
   expand into them in the front end. ``groups=G`` splits the channels into G independent
   convolutions (weights ``[kH, kW, iC/G, oC]``; PyTorch's ``groups``; depthwise is G = iC).
-* Float inputs only. Kernels (``cnn_kernels.py``) run in the data's own layout: chunked
-  im2col GEMMs on NCHW, one GEMM per kernel tap on NHWC (``cnn_kernels.choose``).
+* Float inputs only. Kernels (``kernels/cnn.py``) run in the data's own layout: chunked
+  im2col GEMMs on NCHW, one GEMM per kernel tap on NHWC (``kernels.cnn.choose``).
 
 Gradients use helper ops, each the adjoint of its op and linear in ``g``:
 ``conv2d_input_grad(g, w, x)``, ``conv2d_weight_grad(x, g, w)`` (the last input lends only its
@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import OpError
-from . import cnn_kernels as K
+from ..kernels import geometry as G, lazy
 from .call import op
 from .cnn_attrs import choice, padding, window
 from .registry import NONDIFF, REQUIRED, Attr, TensorType, define
+
+K = lazy("cnn")  # the kernels (and Numba) load on the first convolution or pooling run
 
 # --- attribute kinds --------------------------------------------------------------------------
 
@@ -82,7 +84,7 @@ def spatial_axes(fmt: str) -> tuple[list[int], int]:
 
 def _out_size(size: int, k: int, s: int, d: int, p: Any) -> int:
     """Output size of one axis (-1 when unknown); a kernel that does not fit raises."""
-    return -1 if k < 0 else K.axis_pads(size, k, s, d, p)[2]
+    return -1 if k < 0 else G.axis_pads(size, k, s, d, p)[2]
 
 
 def check_rank(name: str, t: TensorType, rank: int, what: str, layout: str) -> None:
@@ -176,7 +178,7 @@ def padding_only_window(size: int, k: int, s: int, d: int, padding: Any) -> int 
     """
     if size < 0 or k < 0:
         return None
-    before, _, out = K.axis_pads(size, k, s, d, padding)
+    before, _, out = G.axis_pads(size, k, s, d, padding)
     # tap t of output o reads o * s - before + t * d: inside [0, size) iff t * d is in
     # [lo, lo + size - 1] with lo = before - o * s; the first candidate is t = ceil(lo / d)
     lo = before - np.arange(out) * s
@@ -236,7 +238,7 @@ def _like_infer(name: str, like: int, labels: tuple[str, ...]):
     return infer
 
 
-# --- implementations (the kernels are in cnn_kernels.py) ----------------------------------------
+# --- implementations (the kernels are in kernels.cnn.py) ----------------------------------------
 
 def guard(*arrays) -> None:
     """Eager calls run the impl without inference: refuse what inference refuses (the caller,

@@ -31,15 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import forksafe
+from ..kernels import forksafe
 from ..errors import OpError
-from . import cnn_kernels as K
+from ..kernels import geometry as G, lazy
 from .call import op
 from .cnn import (PADDING, PAIR, add_bias, channel_dims, check_rank, float_dtype, guard,
                   layout_hint, spatial_axes)
 from .cnn_attrs import choice
 from .cnn_volumetric import deconv_sizes, static_sizes
 from .registry import REQUIRED, AttrKind, TensorType, define
+
+K = lazy("cnn")  # the kernels (and Numba) load on the first convolution or pooling run
 
 DEPTHWISE = {"stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)), "dilation": (PAIR, (1, 1)),
              "data_format": (choice("NCHW", "NHWC"), "NCHW"),
@@ -54,14 +56,14 @@ WEIGHT_GRAD = {**DEPTHWISE, "kernel": (PAIR, REQUIRED)}
 def _taps(sizes, out, kernel, stride, padding, dilation, cf):
     """``(i, j, out index, in index)`` of every tap that touches the image; out indices are
     for the 5-D view (channels split into (C, M)), in indices for the 4-D activations."""
-    before = [K.axis_pads(sizes[a], kernel[a], stride[a], dilation[a],
+    before = [G.axis_pads(sizes[a], kernel[a], stride[a], dilation[a],
                           "same" if padding == "same" else padding[a])[0] for a in range(2)]
     for i in range(kernel[0]):
-        oh, ih = K.tap_range(out[0], sizes[0], before[0], stride[0], dilation[0], i)
+        oh, ih = G.tap_range(out[0], sizes[0], before[0], stride[0], dilation[0], i)
         if oh.stop <= oh.start:
             continue
         for j in range(kernel[1]):
-            ow, iw = K.tap_range(out[1], sizes[1], before[1], stride[1], dilation[1], j)
+            ow, iw = G.tap_range(out[1], sizes[1], before[1], stride[1], dilation[1], j)
             if ow.stop > ow.start:
                 if cf:
                     yield i, j, (slice(None),) * 3 + (oh, ow), (slice(None),) * 2 + (ih, iw)
@@ -74,7 +76,7 @@ def _sp(shape, cf):
 
 
 def _out_hw(sizes, kernel, stride, padding, dilation):
-    return tuple(K.axis_pads(sizes[a], kernel[a], stride[a], dilation[a],
+    return tuple(G.axis_pads(sizes[a], kernel[a], stride[a], dilation[a],
                              "same" if padding == "same" else padding[a])[2] for a in range(2))
 
 
@@ -143,7 +145,7 @@ def _depthwise_type(name: str, x: TensorType, w: TensorType, a: Any, dtype) -> T
     for i, ax in enumerate(axes):
         if x.shape[ax] >= 0 and w.shape[i] >= 0:
             try:
-                out[ax] = K.axis_pads(x.shape[ax], w.shape[i], a.stride[i], a.dilation[i],
+                out[ax] = G.axis_pads(x.shape[ax], w.shape[i], a.stride[i], a.dilation[i],
                                       "same" if a.padding == "same" else a.padding[i])[2]
             except ValueError as exc:
                 raise OpError(f"{name}: {exc}; use a smaller kernel/dilation or more "

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OpError
-from . import cnn_kernels as K
+from ..kernels import geometry as G
 from .call import op
 from .cnn import PADDING, PAIR, _attrs, check_rank, float_dtype, _out_size
 from .cnn_attrs import choice, window
@@ -132,7 +132,7 @@ COL2IM = {"size": (PAIR, REQUIRED), **_WINDOW}
 
 def _pads(a: Any, axis: int, size: int, k: int) -> tuple[int, int, int]:
     pad = "same" if a.padding == "same" else a.padding[axis]
-    return K.axis_pads(size, k, a.stride[axis], a.dilation[axis], pad)
+    return G.axis_pads(size, k, a.stride[axis], a.dilation[axis], pad)
 
 
 def _im2col_infer(types: list[TensorType], a: Any) -> TensorType:

@@ -15,7 +15,7 @@
   axes as size 1 (DL4J's ``GlobalPoolingLayer(collapseDimensions=false)``), else ``[N, C]``.
 
 Kernels are N-D numpy loops over the kernel *taps* only (each tap is one strided slice of all
-output positions, ``cnn_kernels.tap_range`` per axis), in the data's own layout. Gradients are
+output positions, ``kernels.cnn.tap_range`` per axis), in the data's own layout. Gradients are
 helper ops, as in 2-D: ``max_pooling{1,3}d_grad(x, g)`` (NONDIFF: routes each window's ``g``
 to the first maximum in row-major tap order) and ``avg_pooling{1,3}d_grad(g, like)`` (linear;
 its gradient is the pooling again). Global pooling differentiates like ``max``/``mean``
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OpError
-from . import cnn_kernels as K
+from ..kernels import geometry as G
 from .call import op
 from .cnn import _attrs, _like_infer, as_tuple, float_dtype, pool_guard, pool_infer
 from .cnn_attrs import choice, padding, window
@@ -67,12 +67,12 @@ def _setup(shape, a: Any):
     ``(tap index, out index, in index)`` of every tap that touches the input."""
     n, kernel, stride, padding, dilation, cf = _geometry(a)
     sp = shape[2:] if cf else shape[1:-1]
-    geo = [K.axis_pads(sp[i], kernel[i], stride[i], dilation[i],
+    geo = [G.axis_pads(sp[i], kernel[i], stride[i], dilation[i],
                        "same" if padding == "same" else padding[i]) for i in range(n)]
     out = list(shape)
     for i in range(n):
         out[i + 2 if cf else i + 1] = geo[i][2]
-    per_axis = [[(t, *K.tap_range(geo[i][2], sp[i], geo[i][0], stride[i], dilation[i], t))
+    per_axis = [[(t, *G.tap_range(geo[i][2], sp[i], geo[i][0], stride[i], dilation[i], t))
                  for t in range(kernel[i])] for i in range(n)]
     lead, trail = ((slice(None),) * 2, ()) if cf else ((slice(None),), (slice(None),))
     taps = []
@@ -91,7 +91,7 @@ def _divisor(geo, info, include_pad, dtype):
     for i in range(n):
         cnt = np.zeros(geo[i][2], np.int64)
         for t in range(kernel[i]):
-            o, _ = K.tap_range(geo[i][2], sp[i], geo[i][0], stride[i], dilation[i], t)
+            o, _ = G.tap_range(geo[i][2], sp[i], geo[i][0], stride[i], dilation[i], t)
             cnt[o] += 1
         div = np.multiply.outer(div, cnt)
     div = np.maximum(div, 1).astype(dtype)

@@ -27,7 +27,7 @@ is again one of these ops: differentiable to any order. When ``x``'s spatial siz
 (-1) at trace time, a stride-1 conv3d still differentiates (its adjoint's size is then
 determined); a strided one asks for the sizes.
 
-Kernels: 3-D runs the tuned 2-D GEMM kernels of ``cnn_kernels.py`` once per depth tap, on the
+Kernels: 3-D runs the tuned 2-D GEMM kernels of ``kernels/cnn.py`` once per depth tap, on the
 ``(batch x output depth)`` planes that tap reads (one strided gather per tap), and adds the
 results into the output depth slices: ``kD`` calls, no loop over positions.
 """
@@ -38,12 +38,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import OpError
-from . import cnn_kernels as K
+from ..kernels import geometry as G, lazy
 from .call import op
 from .cnn import (add_bias, channel_dims, check_rank, float_dtype, guard, layout_hint,
                   spatial_axes)
 from .cnn_attrs import choice, padding, sizes, window
 from .registry import REQUIRED, TensorType, define
+
+K = lazy("cnn")  # the kernels (and Numba) load on the first convolution or pooling run
 
 
 # --- attribute kinds --------------------------------------------------------------------------
@@ -96,7 +98,7 @@ def from_kio(dw: np.ndarray, wfmt: str) -> np.ndarray:
 
 def conv_out(name: str, size: int, k: int, s: int, d: int, p: Any) -> int:
     try:
-        return -1 if k < 0 else K.axis_pads(size, k, s, d, p)[2]
+        return -1 if k < 0 else G.axis_pads(size, k, s, d, p)[2]
     except ValueError as exc:
         raise OpError(f"{name}: {exc}; use a smaller kernel/dilation or more padding") from None
 
@@ -176,9 +178,9 @@ def _planes(a: np.ndarray, depth: slice) -> np.ndarray:
 
 
 def _depth_taps(size: int, out: int, k: int, s: int, d: int, padding: Any):
-    before = K.axis_pads(size, k, s, d, _pad_of(padding, 0))[0]
+    before = G.axis_pads(size, k, s, d, _pad_of(padding, 0))[0]
     for t in range(k):
-        oo, ii = K.tap_range(out, size, before, s, d, t)
+        oo, ii = G.tap_range(out, size, before, s, d, t)
         if oo.stop > oo.start:
             yield t, oo, ii
 
@@ -196,7 +198,7 @@ def conv3d_kernel(x, w, stride, padding, dilation, cf):
     dtype = np.result_type(x, w)
     x, w = np.asarray(x, dtype), np.asarray(w, dtype)
     sizes = _sizes(x.shape, cf)
-    geo = [K.axis_pads(sizes[i], w.shape[i], stride[i], dilation[i], _pad_of(padding, i))
+    geo = [G.axis_pads(sizes[i], w.shape[i], stride[i], dilation[i], _pad_of(padding, i))
            for i in range(3)]
     n, od, o = x.shape[0], geo[0][2], w.shape[4]
     plane = (o, geo[1][2], geo[2][2]) if cf else (geo[1][2], geo[2][2], o)

@@ -2,17 +2,18 @@
 
 All products run through numpy's BLAS-backed ``matmul``/``tensordot``, except 2-D float
 products big enough for a second thread, which run on the private single-threaded BLAS split
-over our helper thread (``matmul_kernels``: why). No Python loops.
+over our helper thread (``kernels.matmul``: why). No Python loops.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import forksafe
+from ..kernels import forksafe, lazy
 from .call import op
-from .matmul_kernels import matmul2d
 from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
 from .registry import TensorType, define
+
+M = lazy("matmul")  # the private-BLAS kernels (and Numba) load on the first matmul
 
 Shape = tuple[int, ...]
 
@@ -54,7 +55,7 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     if transpose_y and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
     try:
-        out = matmul2d(x, y)
+        out = M.matmul2d(x, y)
         if out is None:
             out = np.matmul(x, y)
     except ValueError:  # numpy's own message names neither shape: say which and why

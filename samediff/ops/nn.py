@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import forksafe
+from ..kernels import forksafe
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
 from .linalg import matmul_shape
 from .registry import AttrKind, RowKernel, define
@@ -276,7 +276,7 @@ define("bias_add", ["x", "b"],
        doc="``x + b`` with the 1-D bias along dim 1 (``nchw=True``) or the last dim.")
 
 
-@forksafe.guarded  # numpy's threaded GEMM: a fork waits for it (samediff/forksafe.py)
+@forksafe.guarded  # numpy's threaded GEMM: a fork waits for it (samediff/kernels/forksafe.py)
 def _linear(x, w, b=None):
     out = np.matmul(x, w)
     return out if b is None else out + b

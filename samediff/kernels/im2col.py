@@ -1,4 +1,4 @@
-"""The im2col route of ``cnn_kernels`` (channels first): per unit of work -- one image, or a
+"""The im2col route of ``kernels.cnn`` (channels first): per unit of work -- one image, or a
 band of its output rows when one image's buffer would exceed the budget -- gather the input
 each output position reads into ``cols [kH*kW*C, positions]`` and make it one GEMM with the
 HWIO weights reshaped to ``[kH*kW*C, O]``, as they are.
@@ -8,8 +8,8 @@ HWIO weights reshaped to ``[kH*kW*C, O]``, as they are.
 * weight adjoint: ``dW += cols @ g[n]^T``, summed over the units.
 
 Each of the three runs a whole list of units in one compiled call (``nogil``): the gather
-(``gather``), the GEMM (the private single-threaded BLAS, ``samediff.blas``) and col2im, with
-no Python between them -- so ``cnn_kernels`` hands each of two threads half of the units.
+(``gather``), the GEMM (the private single-threaded BLAS, ``samediff.kernels.blas``) and
+col2im, with no Python between them -- so ``kernels.cnn`` hands each of two threads half of the units.
 Without the private BLAS the same drivers run as Python (numpy's GEMM per unit).
 
 Measured (LeNet shapes, batch 32, float32, one thread; median ms): 1->8 5x5 on 28x28 forward
@@ -25,7 +25,7 @@ import functools
 import numba
 import numpy as np
 
-from .. import blas, spin
+from . import blas, spin
 
 IM2COL_FLOOR = 1 << 18  # values: chunks below 1 MiB need not be smaller than the output
 IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache

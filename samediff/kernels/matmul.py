@@ -1,5 +1,5 @@
-"""2-D float matmuls on the private single-threaded BLAS (``samediff.blas``), split by rows
-or columns over the helper thread (``samediff.workers``) -- not on numpy's multi-threaded
+"""2-D float matmuls on the private single-threaded BLAS (``samediff.kernels.blas``), split by rows
+or columns over the helper thread (``samediff.kernels.workers``) -- not on numpy's multi-threaded
 OpenBLAS.
 
 Why: numpy's OpenBLAS keeps its own worker threads, which spin after every call they
@@ -26,12 +26,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .. import blas, spin, workers
+from . import blas, spin, workers
 
 #: multiply-adds (m * n * k) from which the private BLAS takes the product: numpy's OpenBLAS
 #: goes multi-threaded above 4 * 65536 (its GEMM_MULTITHREAD_THRESHOLD)
 MIN_MNK = 1 << 18
-#: multiply-adds from which the rows go to two threads (as ``cnn_kernels.SPLIT_MIN_MACS``)
+#: multiply-adds from which the rows go to two threads (as ``kernels.cnn.SPLIT_MIN_MACS``)
 SPLIT_MIN_MNK = 1 << 20
 
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))

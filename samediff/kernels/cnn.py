@@ -1,16 +1,16 @@
-"""numpy/Numba kernels of the convolution and pooling ops (``cnn.py``), in either layout.
+"""numpy/Numba kernels of the convolution and pooling ops (``ops/cnn.py``), in either layout.
 
 Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per op, layout,
 kernel, channels and dtype:
 
-* ``"winograd"`` (``cnn_winograd.py``): 3x3, stride 1, >= 16 channels in and out, NCHW,
+* ``"winograd"`` (``kernels/winograd.py``): 3x3, stride 1, >= 16 channels in and out, NCHW,
   forward and input adjoint (the latter is the same 3x3 correlation with the kernel flipped
   and the channels swapped): Winograd F(4x4, 3x3), 4x fewer multiplies.
-* ``"im2col"`` (``cnn_im2col.py``, NCHW, ``choose``): per image -- or band of output rows
+* ``"im2col"`` (``kernels/im2col.py``, NCHW, ``choose``): per image -- or band of output rows
   when one image's buffer exceeds the budget -- gather the windows into
   ``cols [kH*kW*C, positions]`` and make it one GEMM with the HWIO weights reshaped to
   ``[kH*kW*C, O]``. A whole list of units runs in one compiled call on the private
-  single-threaded BLAS, so two threads each take half of them (``samediff.workers``).
+  single-threaded BLAS, so two threads each take half of them (``samediff.kernels.workers``).
 * ``"taps"``: one GEMM per kernel tap, of depth C (O for the input adjoint): for tap
   ``(i, j)`` the output positions whose input lies inside the (unpadded) image get
   ``rows @ w[i, j]`` (NHWC) or ``w[i, j].T @ cols`` per image (NCHW). At stride 1 each tap
@@ -19,7 +19,7 @@ kernel, channels and dtype:
   and the NCHW input adjoint of more than ``INPUT_GRAD_IM2COL_MAX_C`` channels go this way.
 
 Memory: a forward holds input + output + scratch of at most one output-sized buffer (the
-per-tap route's), except that im2col units may hold ``cnn_im2col.IM2COL_FLOOR`` values (1
+per-tap route's), except that im2col units may hold ``kernels.im2col.IM2COL_FLOOR`` values (1
 MiB of float32) whatever the output; no unit exceeds ``IM2COL_BUDGET`` (8 MiB of float32, a
 quarter of the L3). Scratch is kept per thread across calls: a fresh buffer per call costs a
 page fault per 4 KiB, which was most of a small convolution's time. Padding is never
@@ -30,7 +30,7 @@ forward Winograd 7.7-9.7 ms; compiled im2col 11.5 (its numpy form -- strided cop
 numpy's multi-threaded GEMMs -- 14.6), weight adjoint 12.6 (15.6), stride 2 3.5 (6.4);
 torch 2.13 eager 8.5-12.4 for the forward. LeNet shapes (batch 32; one thread): 1->8 5x5
 on 28x28 forward 0.17 ms, 8->16 5x5 on 12x12 0.32, its input adjoint 0.30 (the numpy forms:
-0.25-0.29, 0.39-0.47, 0.5-0.8). Split over two threads (``samediff.workers``: a spinning,
+0.25-0.29, 0.39-0.47, 0.5-0.8). Split over two threads (``samediff.kernels.workers``: a spinning,
 gated hand-off of ~4 us) the same LeNet kernels take 0.58-0.65x their one-thread time (the
 2x2 max-pool adjoint 0.60x); at batch 8 0.75-0.94x, at batch 2-4 1-3.5x (the halves are
 shorter than the Python around them, so each waits on the other's GIL): hence the
@@ -57,11 +57,11 @@ import threading
 import numba
 import numpy as np
 
-from .. import forksafe, spin, workers
-from . import cnn_im2col as I
-from . import cnn_winograd as W
+from . import forksafe, spin, workers
+from . import im2col as I
+from . import winograd as W
+from .geometry import Pair, axis_pads, geometry, out_shape, spatial, tap_range  # noqa: F401
 
-Pair = tuple[int, int]
 
 # Serial on purpose (see the module docstring: thread pools that spin).
 _njit = numba.njit(cache=True, nogil=True)
@@ -190,54 +190,6 @@ SPLIT_MIN_POOL = 1 << 15
 #: The 2x2 max-pool forward reads once and writes a quarter: from 256 Ki reads (at (32, 8,
 #: 24, 24), 147 Ki: 26 us on one thread, 24.5 split; at (32, 16, 8, 8): 13 vs 19)
 SPLIT_MIN_POOL_FORWARD = 1 << 18
-
-
-def axis_pads(size: int, k: int, s: int, d: int, padding: int | str) -> tuple[int, int, int]:
-    """``(before, after, out)`` for one spatial axis of length ``size`` (-1 = unknown: out -1).
-
-    ``padding="same"`` is ND4J's/TensorFlow's SAME: ``out = ceil(size / s)`` and the total
-    padding that needs, the odd one after."""
-    eff = (k - 1) * d + 1
-    if padding == "same":
-        if size < 0:
-            return 0, 0, -1
-        out = -(-size // s)
-        total = max((out - 1) * s + eff - size, 0)
-        return total // 2, total - total // 2, out
-    p = int(padding)
-    if size < 0:
-        return p, p, -1
-    out = (size + 2 * p - eff) // s + 1
-    if out <= 0:
-        raise ValueError(f"a kernel spanning {eff} does not fit {size} (+ 2 x {p} padding)")
-    return p, p, out
-
-
-def tap_range(out: int, size: int, before: int, s: int, d: int, t: int) -> tuple[slice, slice]:
-    """(output slice, input slice) of tap ``t`` on one axis: the outputs whose input index
-    ``o * s - before + t * d`` lies in ``[0, size)``, and those inputs (stride ``s``)."""
-    off = t * d - before
-    lo = 0 if off >= 0 else (-off + s - 1) // s  # smallest o with o * s + off >= 0
-    hi = min(out, (size - 1 - off) // s + 1) if size - 1 - off >= 0 else 0
-    if hi <= lo:
-        return slice(0, 0), slice(0, 0)
-    start = lo * s + off
-    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
-
-
-def spatial(shape: tuple[int, ...], cf: bool) -> tuple[int, int]:
-    return (shape[2], shape[3]) if cf else (shape[1], shape[2])
-
-
-def geometry(hw: tuple[int, int], kernel: Pair, stride: Pair, padding, dilation: Pair):
-    """Per spatial axis ``(before, after, out)`` for spatial sizes ``hw``."""
-    return [axis_pads(hw[a], kernel[a], stride[a], dilation[a],
-                      "same" if padding == "same" else padding[a]) for a in range(2)]
-
-
-def out_shape(shape, geo, channels: int, cf: bool) -> tuple[int, ...]:
-    oh, ow = geo[0][2], geo[1][2]
-    return (shape[0], channels, oh, ow) if cf else (shape[0], oh, ow, channels)
 
 
 def _taps(hw, geo, kernel, stride, dilation, cf):
@@ -370,7 +322,7 @@ def choose(cf: bool, op: str = "conv", channels: int = 0, dtype=np.float32) -> s
 
 
 def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
-    """None (another route), or the im2col route's units (``cnn_im2col.units``) -- in two
+    """None (another route), or the im2col route's units (``kernels.im2col.units``) -- in two
     halves, one per thread, when compiled and big enough -- and the depth ``kk``."""
     if choose(cf, op, w_shape[2], dtype) != "im2col":
         return None
@@ -393,7 +345,7 @@ def _geo_args(geo, kernel, stride, dilation):
 
 
 def _im2col(driver, plan, first, second, result, ow, tail):
-    """``cnn_im2col`` ``driver(first, second, result, units, cols, *tail)`` over the plan's
+    """``kernels.im2col`` ``driver(first, second, result, units, cols, *tail)`` over the plan's
     parts at once, each with its thread's kept buffer. ``result`` is shared (disjoint
     writes), or None for the weight adjoint: each part then fills a ``[kk, O]`` of its own,
     and their sum is returned."""
@@ -410,7 +362,7 @@ def _im2col(driver, plan, first, second, result, ow, tail):
 
 
 def _winograd(x, w, out, before, bias, relu=False):
-    """``out`` = ``x`` (*) ``w`` (3x3, stride 1, NCHW) by ``cnn_winograd``: bands of tile
+    """``out`` = ``x`` (*) ``w`` (3x3, stride 1, NCHW) by ``kernels.winograd``: bands of tile
     rows, split over two threads, each band's transforms and GEMMs in one compiled call. The
     bands' scratch (two threads' worth) stays within one output-sized buffer."""
     n, c, o = x.shape[0], w.shape[2], w.shape[3]
@@ -428,7 +380,7 @@ def _winograd(x, w, out, before, bias, relu=False):
     return out
 
 
-@forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/forksafe.py)
+@forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/kernels/forksafe.py)
 def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels, then ``max(., 0)``
     if ``relu``), by the route ``choose`` picks; the compiled routes write the bias and the

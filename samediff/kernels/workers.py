@@ -5,8 +5,8 @@ Why a thread of our own and not Numba's ``parallel=True`` or a bigger BLAS call:
 that use it (convolution gathers and their small per-image GEMMs, pooling, 2-D matmuls on
 the private BLAS) alternate numpy copies, single-threaded BLAS calls and ``nogil`` Numba
 loops; a pool that spin-waits after each piece (Numba's OpenMP layer, OpenBLAS's threads)
-held the other core away from the next piece (see ``ops/cnn_kernels.py``,
-``ops/matmul_kernels.py``). Work split into two halves (of images, rows, columns), each half
+held the other core away from the next piece (see ``kernels/cnn.py``,
+``kernels/matmul.py``). Work split into two halves (of images, rows, columns), each half
 running everything it needs on its own thread, has no such hand-off. numpy, BLAS and
 ``nogil`` Numba functions release the GIL, so the halves do run at once.
 
@@ -14,7 +14,7 @@ The hand-off spins instead of sleeping: a kernel half takes 20-500 us, and wakin
 that sleeps in the kernel took 40-60 us on this machine's VM each way (``both`` of two 80 us
 halves: 146 us with a queue, 85 us spinning). So the helper polls for its next job, without
 the GIL, for ``ND4PY_WORKER_SPIN_US`` microseconds (default 1000) after each job before it
-sleeps, and the caller polls for the helper's half the same way (``samediff.spin``). A
+sleeps, and the caller polls for the helper's half the same way (``samediff.kernels.spin``). A
 training step posts its next job well within that, so the helper never sleeps mid-step; the
 price is up to one millisecond of one core after the last job. ``ND4PY_WORKER_SPIN_US=0``
 sleeps at once, as OpenMP's passive wait policy does.
@@ -35,9 +35,9 @@ no deadlock. ``ND4PY_WORKERS=1`` turns the helper off (every ``both`` then runs 
 Either way the work is split the same (``halves`` looks at sizes only), so results are bit
 for bit the same with or without the helper, busy or free.
 After ``os.fork`` the child starts a helper of its own on first use (and a fork waits for
-the kernels in flight, helper halves included: ``samediff.forksafe``).
+the kernels in flight, helper halves included: ``samediff.kernels.forksafe``).
 
->>> from samediff.workers import both
+>>> from samediff.kernels.workers import both
 >>> out = [0, 0]
 >>> both(lambda: out.__setitem__(0, 1), lambda: out.__setitem__(1, 2))
 >>> out

@@ -3,7 +3,7 @@ workers) while other threads run nd4py kernels, and kernels in the forked child.
 
 Two things hung or died without this module:
 
-* **A BLAS call in flight.** OpenBLAS (numpy's copy and our private one, ``samediff.blas``)
+* **A BLAS call in flight.** OpenBLAS (numpy's copy and our private one, ``samediff.kernels.blas``)
   registers a ``pthread_atfork`` handler that shuts its thread pool down before every fork.
   A thread that is inside a multi-threaded GEMM at that moment waits forever for a share of
   work the pool no longer runs, and the child inherits the pool's locks mid-call: a dense
@@ -12,9 +12,9 @@ Two things hung or died without this module:
   (Our private copy runs single-threaded and was not seen to hang in ~3,000 forks during
   convolutions and matmuls on it; the gate covers it all the same.) ``guarded`` kernels --
   every op driver that may call a BLAS or hand half its work to the helper thread
-  (``samediff.workers``) -- count themselves in and out from Python; the fork handler stops
-  new entries and waits (with the GIL released, at most ``WAIT_S`` seconds) until none is in
-  flight, so both BLAS pools are idle when the fork happens. Kernels held back go on after
+  (``samediff.kernels.workers``) -- count themselves in and out from Python; the fork handler
+  stops new entries and waits (with the GIL released, at most ``WAIT_S`` seconds) until none
+  is in flight, so both BLAS pools are idle when the fork happens. Kernels held back go on after
   the fork, in the parent.
 * **Numba's GNU OpenMP pool in the child.** Once a parallel (``prange``) kernel has started
   Numba's ``omp`` threading layer, a forked child that runs one is killed by Numba with
@@ -23,10 +23,12 @@ Two things hung or died without this module:
   the compiled plans and ``all_finite`` run their serial kernels there (same results).
 
 The helper thread and the private BLAS's lazy loading reset themselves in the child
-(``workers``, ``blas``). BLAS calls made outside nd4py (your own ``numpy`` matmul on
+(``workers``, ``blas``). This module imports no Numba (it looks Numba up only if something
+else loaded it), so the at-fork handlers are installed when ``samediff`` is imported, before
+any kernel can run. BLAS calls made outside nd4py (your own ``numpy`` matmul on
 another thread) are not guarded: numpy hangs on them the same way.
 
->>> from samediff import forksafe
+>>> from samediff.kernels import forksafe
 >>> @forksafe.guarded
 ... def kernel(x):
 ...     return x + 1
@@ -41,8 +43,6 @@ import sys
 import threading
 import warnings
 from typing import Callable, TypeVar
-
-import numba
 
 __all__ = ["guarded", "in_flight", "parallel_ok", "nested_thread", "WAIT_S"]
 
@@ -143,6 +143,9 @@ def parallel_ok() -> bool:
 def _gnu_openmp_started() -> bool:
     """Numba's ``omp`` layer on GNU libgomp was launched (in this process, so in the parent
     of a child asking right after fork). Launching alone is enough for Numba to refuse."""
+    numba = sys.modules.get("numba")  # not imported here: this module must import cheaply
+    if numba is None:  # Numba never loaded, so no parallel kernel ran in this process
+        return False
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel ran yet: the child launches a pool of its own

@@ -2,9 +2,9 @@
 
 Why a BLAS of our own next to numpy's: numpy's OpenBLAS is reachable only through ``matmul``
 (no accumulate into ``c``, no call from a Numba kernel), and its thread count is process-wide.
-Kernels that split their work over two threads (``samediff.workers``) need GEMMs that run on
+Kernels that split their work over two threads (``samediff.kernels.workers``) need GEMMs that run on
 the calling thread only -- two halves each calling numpy's multi-threaded GEMM fight over one
-pool (1.1-2x slower than one thread, see ``ops/cnn_kernels.py``). The ``scipy-openblas32``
+pool (1.1-2x slower than one thread, see ``cnn.py`` here). The ``scipy-openblas32``
 wheel (the OpenBLAS build numpy and SciPy themselves ship, with every symbol prefixed
 ``scipy_``, so it never collides with numpy's copy) is loaded once here and set to one
 thread; Numba kernels call its ``cblas_?gemm`` by symbol name, which keeps them cacheable
@@ -15,7 +15,7 @@ When the wheel is missing (a platform it has no build for) or ``ND4PY_BLAS=numpy
 Python still works (through numpy).
 
 >>> import numpy as np
->>> from samediff.blas import gemm
+>>> from samediff.kernels.blas import gemm
 >>> a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
 >>> c = np.ones((2, 4), np.float32)
 >>> gemm(a, b, c, 1.0)  # c = a @ b + 1.0 * c

@@ -1,4 +1,4 @@
-"""Winograd F(4x4, 3x3): the 3x3, stride-1 convolutions of ``cnn_kernels`` in 4x fewer
+"""Winograd F(4x4, 3x3): the 3x3, stride-1 convolutions of ``kernels.cnn`` in 4x fewer
 multiplies (channels first).
 
 A 3x3 correlation of a 6x6 input tile ``d`` with a kernel ``g`` gives a 4x4 output tile
@@ -9,12 +9,12 @@ the 36 tile positions ``xi``: ``M[xi] (O x T) = U[xi] (O x C) @ V[xi] (C x T)`` 
 tiles -- of 36 * O * C * T multiply-adds where the direct form needs 9 * 16 * O * C * T: 4x
 fewer. The transforms are additions and small multiples, compiled here (``nogil``) and run
 per band of tile rows so that ``V`` and ``M`` stay near the cache; the GEMMs go to the private
-single-threaded BLAS (``samediff.blas``), so two threads can each run whole bands.
+single-threaded BLAS (``samediff.kernels.blas``), so two threads can each run whole bands.
 
 Precision: the transforms' constants (up to 8 and 1/24) cost bits -- float32 results differ
 from a float64 reference by ~1e-5 of the output's scale (measured: max 8.7e-4 on outputs up
 to 127 at 64 channels, where the direct float32 sum is off by 4e-5). ``ND4PY_WINOGRAD=0``
-turns the route off (``cnn_kernels.choose``).
+turns the route off (``kernels.cnn.choose``).
 
 Profile ((8, 64, 56, 56) -> 64, pad 1, float32, two threads of whole images; medians in one
 process, interleaved with torch 2.13 eager at 8.5-9.6 ms): this route 6.9-8.3 ms -- the 36
@@ -29,8 +29,8 @@ import os
 import numba
 import numpy as np
 
-from .. import blas, spin
-from .cnn_im2col import relu_span
+from . import blas, spin
+from .im2col import relu_span
 
 #: Input channels (of the convolution) and output channels below which im2col stays
 #: cheaper: the GEMMs' depth is the input channels.

@@ -1,5 +1,5 @@
-"""Native spin-waiting for the worker hand-off (``samediff.workers``): a thread polls a flag
-in a shared int64 array without the GIL, with the CPU's spin-loop hint between reads and, every ``YIELD_EVERY`` reads, an offer of
+"""Native spin-waiting for the worker hand-off (``samediff.kernels.workers``): a thread polls
+a flag in a shared int64 array without the GIL, with the CPU's spin-loop hint between reads and, every ``YIELD_EVERY`` reads, an offer of
 the core to any other thread that wants it (a spinning helper otherwise held OpenMP's second
 thread off its core: a parallel kernel right after a split convolution ran 7.0 -> 8.9 ms).
 

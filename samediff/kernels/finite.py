@@ -1,0 +1,90 @@
+"""``all_finite``: whether a step's loss and gradients hold no NaN and no infinity.
+
+``StepPlan`` (``training/step.py``, through ``training/finite.py``) calls it between the
+gradient plan and the update plan, so a step whose loss or gradients are not finite never
+reaches the update, which writes the parameters and updater state in place. It runs once
+per step next to a whole forward and backward pass, so it must be cheap and exact:
+
+* **bit tests, no arithmetic**: an IEEE float is non-finite exactly when its exponent bits are
+  all ones, so the check reads the bits as unsigned integers and counts those elements. Nothing
+  can overflow (a ``sum(g)`` test gives false alarms for large finite gradients), and the
+  integer reduction vectorizes without fast-math flags: ~12 us for a 784x256 float32 gradient,
+  ~0.2 us for a small one (the bit view is taken inside the Numba kernel);
+* float16 and other dtypes go through ``np.isfinite`` (integers and bools are always finite).
+
+>>> import numpy as np
+>>> all_finite(np.float32(1.5), np.ones((3, 2), np.float32))
+True
+>>> all_finite(np.float32(1.5), np.array([1.0, np.inf], np.float32))
+False
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+
+from . import forksafe
+
+#: arrays at least this large are checked on all cores. Below it one core is faster: a serial
+#: pass over a 1 MB gradient takes ~12 us, and waking threads costs about as much (far more when
+#: other processes share the cores)
+_PARALLEL = 1 << 20
+
+_MASK32, _MASK64 = np.uint32(0x7F800000), np.uint64(0x7FF0000000000000)  # exponent bits
+
+
+@numba.njit(cache=True)
+def _count(bits: Any, mask: Any) -> int:
+    """How many elements have all exponent bits set (NaN or +-inf)."""
+    bad = 0
+    for i in range(bits.size):
+        bad += (bits[i] & mask) == mask
+    return bad
+
+
+@numba.njit(cache=True, parallel=True)
+def _count_parallel(bits: Any, mask: Any) -> int:
+    bad = 0
+    for i in numba.prange(bits.size):
+        bad += (bits[i] & mask) == mask
+    return bad
+
+
+# the bit view is taken inside the kernel: a gradient check costs one call (~0.2 us when small)
+@numba.njit(cache=True)
+def _count_f32(a: Any) -> int:
+    return _count(a.ravel().view(np.uint32), _MASK32)
+
+
+@numba.njit(cache=True)
+def _count_f64(a: Any) -> int:
+    return _count(a.ravel().view(np.uint64), _MASK64)
+
+
+_KERNELS = {np.dtype(np.float32): (_count_f32, np.uint32, _MASK32),
+            np.dtype(np.float64): (_count_f64, np.uint64, _MASK64)}
+
+
+def _finite(x: Any) -> bool:
+    """Whether every element of ``x`` (an array or a Python/numpy scalar) is finite."""
+    arr = np.asarray(x)
+    kernel = _KERNELS.get(arr.dtype)
+    if kernel is None:  # float16 and other types: numpy decides (ints and bools are finite)
+        return arr.dtype.kind in "biu" or bool(np.isfinite(arr).all())
+    if arr.ndim == 0:  # the loss
+        return math.isfinite(arr.item())
+    if not arr.flags.c_contiguous:  # a library op's view (a transpose): the kernels want C order
+        arr = np.ascontiguousarray(arr)
+    count, utype, mask = kernel
+    if arr.size >= _PARALLEL and forksafe.parallel_ok():  # (serial in a fork child: forksafe)
+        return _count_parallel(arr.reshape(-1).view(utype), mask) == 0
+    return count(arr) == 0
+
+
+def all_finite(*values: Any) -> bool:
+    """True when every element of every value is finite (no NaN, no +-inf)."""
+    return all(_finite(v) for v in values)
+
