@@ -28,7 +28,7 @@ from typing import Callable, Hashable, Mapping, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import PlaceholderError
+from ..errors import GraphError, PlaceholderError
 from ..ir import Graph, VariableType
 from ..runtime import check_feed, runtime_type, typed_plan
 from .config import TrainingConfig
@@ -137,9 +137,11 @@ class Model:
         return [n for n, v in self.graph.vars.items() if v.vtype is VariableType.VARIABLE]
 
     def read_value(self, name: str) -> np.ndarray:
-        value = self.graph.var(name).value
-        assert value is not None, f"{name!r} holds no value"
-        return value
+        info = self.graph.var(name)
+        if info.value is None:
+            raise GraphError(f"read_value: {name!r} is a {info.vtype.value}; only VARIABLEs and "
+                             f"CONSTANTs hold values")
+        return info.value
 
     def write_value(self, name: str, value: np.ndarray) -> None:
         target = self.read_value(name)
