@@ -102,17 +102,18 @@ def main() -> None:
     # same result first: one step each from the same parameters
     sd = build(params)
     step = _train_step(sd, sd.training_config, ())
-    sd._updater_state.ensure(sd, step.params, step.slots, sd.training_config.updater.state_init())
+    sd.updater_state.ensure({p: sd.read_value(p) for p in step.params}, step.slots,
+                            sd.training_config.updater.state_init())
     ref = {k: v.copy() for k, v in params.items()}
     loss_np = numpy_step(ref, x, y)
-    loss_nd, _ = step.run({"x": x, "y": y}, sd._updater_state)
+    loss_nd, _ = step.run({"x": x, "y": y}, sd.updater_state)
     err = max(float(np.max(np.abs(sd.get_variable(k).get_arr().numpy() - ref[k]))) for k in ref)
 
     # nd4py first: numpy's OpenBLAS threads spin on the second core for a long while after
     # its calls, which slowed a step measured after them (nd4py's matmuls and kernels share
     # that core through its own helper thread); the helper polls for at most 1 ms
     feeds = {"x": x, "y": y}
-    t_step = median_us(lambda: step.run(feeds, sd._updater_state), reps)
+    t_step = median_us(lambda: step.run(feeds, sd.updater_state), reps)
     p_np = {k: v.copy() for k, v in params.items()}
     t_numpy = median_us(lambda: numpy_step(p_np, x, y), reps)
     w1, w2 = params["w1"], params["w2"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Hashable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
@@ -39,11 +39,14 @@ from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
 from .runtime import check_feed, runtime_type, typed_plan
 from .training.config import TrainingConfig
+from .training.history import History
+from .training.rollback import ModelSnapshot
 from .training.state import UpdaterState
-from .training.trainer import Trainer, evaluate
+from .training.trainer import evaluate, fit
 
 #: The variable record of the graph IR (``samediff.ir.Var``), under its former name.
 VarInfo = Var
+_T = TypeVar("_T")
 
 __all__ = ["SameDiff", "SDVariable", "VariableType", "Node", "VarInfo", "typed_plan",
            "infer_node_types"]
@@ -199,12 +202,13 @@ class SameDiff:
         self._structures: dict[tuple, Structure] = {}  # (graph version, outputs) -> key part
         self.last_plan: Any = None  # the plan of the last output() call (for inspection)
         self._grad_cache: dict[tuple, dict[str, str]] = {}
-        self._training_config: Any = None
-        self._train_step_cache: Any = None  # (config key, graph state, TrainStep) of the last fit
+        self._training_config: TrainingConfig | None = None
+        # (key, graph version, TrainStep) of the last fit (see cached_train_step)
+        self._train_step_cache: tuple[Hashable, int, Any] | None = None
         self._updater_state = UpdaterState()
         self._placeholder_arrays: dict[str, np.ndarray] = {}  # ph.set_array(a), ND4J
         self._executed = False  # sd.exec() ran: ARRAY variables' getArr() computes them
-        attach_namespaces(self)
+        attach_namespaces(self, self._record)
 
     @classmethod
     def create(cls) -> "SameDiff":
@@ -318,8 +322,11 @@ class SameDiff:
         return [self._handle(n) for n in self.graph.vars]
 
     def trainable_variables(self) -> list[SDVariable]:
-        return [self._handle(n) for n, v in self.graph.vars.items()
-                if v.vtype is VariableType.VARIABLE]
+        return [self._handle(n) for n in self.trainable_names()]
+
+    def trainable_names(self) -> list[str]:
+        """The names of the trainable VARIABLEs, in creation order."""
+        return [n for n, v in self.graph.vars.items() if v.vtype is VariableType.VARIABLE]
 
     def placeholders(self) -> list[SDVariable]:
         return [self._handle(n) for n, v in self.graph.vars.items()
@@ -592,14 +599,50 @@ class SameDiff:
             hint = did_you_mean(name, known) or "; see dir(sd) for its methods and ops"
         raise AttributeError(f"SameDiff has no method or op {name!r}{hint}") from None
 
-    # -- training (samediff/training) -------------------------------------------------------
+    # -- training (samediff/training; TrainableModel, samediff/training/model.py) -----------
     @property
-    def training_config(self) -> Any:
+    def training_config(self) -> TrainingConfig | None:
         return self._training_config
 
     @training_config.setter
-    def training_config(self, config: Any) -> None:
+    def training_config(self, config: TrainingConfig) -> None:
         self.set_training_config(config)
+
+    def read_value(self, name: str) -> np.ndarray:
+        """The live array of VARIABLE/CONSTANT ``name`` (not a copy; training updates it)."""
+        value = self._info(name).value
+        if value is None:
+            raise GraphError(f"read_value: {name!r} is a {self._info(name).vtype.value}; only "
+                             f"VARIABLEs and CONSTANTs hold values")
+        return value
+
+    def write_value(self, name: str, value: np.ndarray) -> None:
+        """Write trained ``value`` into ``name``'s own array (in place, unlike ``set_array``)."""
+        target = self.read_value(name)
+        if value is not target:  # a donated buffer already holds the update
+            np.copyto(target, value)
+
+    def cached_train_step(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """``fit``'s compiled step: this SameDiff keeps the last one, reused while ``key``
+        (config, losses, parameters) and the graph are unchanged; otherwise ``build()``."""
+        cached = self._train_step_cache
+        if cached is not None and cached[0] == key and cached[1] == self.graph.version:
+            return cached[2]
+        step = build()
+        # the version after the step set the loss variables (TrainingConfig.loss_variables)
+        self._train_step_cache = (key, self.graph.version, step)
+        return step
+
+    def snapshot(self) -> ModelSnapshot:
+        """This SameDiff as it is now, for a failed ``fit`` to restore (every attribute, the
+        graph's structure, the handles' names; ``samediff/training/rollback.py``)."""
+        names = [(h, h.name) for h in self._handles.values()]
+
+        def handles() -> None:  # the recorder follows the graph; handles get their names back
+            self._set_graph(self.graph)
+            for handle, name in names:
+                handle._name = name
+        return ModelSnapshot(self, self.graph, self._updater_state, ("_updater_state",), handles)
 
     @property
     def updater_state(self) -> UpdaterState:
@@ -623,7 +666,7 @@ class SameDiff:
     def fit(self, data: Any = None, epochs: int = 1, *, batch_size: int | None = 32,
             shuffle: bool = True, validation: Any = None, evaluations: Any = None,
             label: str | None = None, listeners: Any = (), verbose: int | None = None,
-            seed: int | None = None, on_nonfinite: str = "raise") -> Any:
+            seed: int | None = None, on_nonfinite: str = "raise") -> History:
         """Train with the graph's ``TrainingConfig``; returns a ``History``.
 
         ``data`` is ``(features, labels)`` arrays (cut into shuffled batches of
@@ -639,8 +682,9 @@ class SameDiff:
 
         >>> history = sd.fit((x_train, y_train), epochs=5, batch_size=64)  # doctest: +SKIP
         """
-        return Trainer(self, listeners, verbose, on_nonfinite).fit(
-            data, epochs, batch_size, shuffle, validation, evaluations, label, seed)
+        return fit(self, data, epochs, batch_size=batch_size, shuffle=shuffle,
+                   validation=validation, evaluations=evaluations, label=label,
+                   listeners=listeners, verbose=verbose, seed=seed, on_nonfinite=on_nonfinite)
 
     def evaluate(self, data: Any, output: "str | SDVariable", *evaluations: Any,
                  label: str | None = None, batch_size: int | None = 256) -> Any:

@@ -83,12 +83,12 @@ def op_namespaces(frontend: Frontend, prefix: str, apply: Applier, *, eager_only
             for ns, space in frontend.namespaces.items() if space.eager or not eager_only}
 
 
-def attach_namespaces(sd: Any) -> None:
+def attach_namespaces(sd: Any, record: Applier) -> None:
     """Give a SameDiff its ``sd.math``/``sd.nn``/... namespaces (the ND4J front end's layout)
-    and ``sd.all_ops`` (every op)."""
-    for attr, namespace in op_namespaces(ND4J, "sd", sd._record, leading_name=True).items():
+    and ``sd.all_ops`` (every op), recording ops with ``record`` (its own)."""
+    for attr, namespace in op_namespaces(ND4J, "sd", record, leading_name=True).items():
         setattr(sd, attr, namespace)
-    sd.all_ops = OpNamespace("sd", ND4J, None, sd._record, leading_name=True)  # type: ignore[attr-defined]
+    sd.all_ops = OpNamespace("sd", ND4J, None, record, leading_name=True)  # type: ignore[attr-defined]
     sd.loss = LossNamespace(sd)  # type: ignore[attr-defined]
 
 

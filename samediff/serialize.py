@@ -58,6 +58,7 @@ from .ir import Graph, Node, VariableType
 from .ops import REGISTRY, TensorType
 from .ops.registry import encode_attr
 from .training.config import TrainingConfig
+from .training.model import TrainableModel
 from .training.state import UpdaterState
 
 FORMAT = "nd4py-samediff"
@@ -90,17 +91,19 @@ _short.maxlevel = 3
 # --------------------------------------------------------------------------------------------
 
 class Saved(NamedTuple):
-    """What a file holds: the graph, its losses, training config and updater state."""
+    """What a file holds: the graph, its losses, training config and updater state (the fields
+    of ``samediff.training.Model``: ``Model(*saved)`` trains like the saved model)."""
 
     graph: Graph
     losses: list[str]
-    training_config: Any
-    updater_state: Any
+    training_config: TrainingConfig | None
+    updater_state: UpdaterState
 
 
-def save(sd: Any, path: str | os.PathLike, *, save_updater_state: bool = True) -> None:
-    """Write ``sd`` (a ``SameDiff``: its ``graph``, ``loss_variables``, ``training_config`` and
-    ``updater_state``) to ``path`` atomically (an existing file survives any failure).
+def save(sd: TrainableModel, path: str | os.PathLike, *, save_updater_state: bool = True) -> None:
+    """Write ``sd`` (a ``SameDiff``, or any ``TrainableModel``: its ``graph``,
+    ``loss_variables``, ``training_config`` and ``updater_state``) to ``path`` atomically (an
+    existing file survives any failure).
 
     The training config (if set) is saved in ``training``; with ``save_updater_state`` the
     updater's per-variable arrays and its iteration/epoch counters are saved too, so a loaded
@@ -115,7 +118,7 @@ def save(sd: Any, path: str | os.PathLike, *, save_updater_state: bool = True) -
                      lambda f: _write_zip(f, text, arrays, zipfile.ZIP_DEFLATED))
 
 
-def to_bytes(sd: Any) -> bytes:
+def to_bytes(sd: TrainableModel) -> bytes:
     """``sd`` in the file format, as bytes (what pickling a ``SameDiff`` carries): the same
     content ``save`` writes, updater state included, but stored uncompressed — weights barely
     deflate, and deflating a large model would cost seconds on every pickle or deepcopy.
@@ -139,7 +142,7 @@ def _write_zip(f: IO[bytes], text: str, arrays: list, compression: int) -> None:
                 np.save(out, arr, allow_pickle=False)
 
 
-def _to_document(sd: Any, save_updater_state: bool) -> tuple[dict, list]:
+def _to_document(sd: TrainableModel, save_updater_state: bool) -> tuple[dict, list]:
     """The graph.json document and the ``(member name, array)`` pairs to store beside it."""
     variables, arrays = [], []
     graph, config, state = sd.graph, sd.training_config, sd.updater_state

@@ -1,8 +1,8 @@
 """Training listeners (ND4J's ``Listener``): hooks ``fit`` calls as training goes on.
 
 A listener overrides any of ``on_fit_start``, ``on_epoch_start``, ``on_iteration_end``,
-``on_epoch_end`` and ``on_fit_end``; each gets the running ``Trainer`` (``trainer.sd``,
-``trainer.history``, ``trainer.state.iteration``...). Setting ``trainer.stop = True`` ends
+``on_epoch_end`` and ``on_fit_end``; each gets the running ``Trainer`` (``trainer.model``, also
+``trainer.sd``; ``trainer.history``, ``trainer.state.iteration``...). Setting ``trainer.stop = True`` ends
 training after the current iteration. A plain callable in ``listeners=`` is called as
 ``fn(record)`` at the end of every epoch.
 
@@ -114,7 +114,8 @@ class EarlyStopping(Listener):
 class CheckpointListener(Listener):
     """Save the model (with updater state) every N epochs and/or iterations, atomically,
     keeping the last ``keep_last`` files it wrote in ``directory``
-    (``<prefix>-e<epoch>-i<iter>.sdz``; files of other runs there are left alone)."""
+    (``<prefix>-e<epoch>-i<iter>.sdz``; files of other runs there are left alone). The model
+    saves itself (``save(path, save_updater_state=True)``, as a ``SameDiff`` does)."""
 
     def __init__(self, directory: str | os.PathLike, every_epochs: int | None = 1,
                  every_iterations: int | None = None, keep_last: int = 3,
@@ -143,7 +144,12 @@ class CheckpointListener(Listener):
     def save(self, trainer: Any) -> str:
         s = trainer.state
         path = os.path.join(self.directory, f"{self.prefix}-e{s.epoch}-i{s.iteration}.sdz")
-        trainer.sd.save(path, save_updater_state=True)  # atomic: temp file + rename
+        save = getattr(trainer.model, "save", None)
+        if save is None:
+            raise TrainingError(f"CheckpointListener: a {type(trainer.model).__name__} cannot save "
+                                f"itself (no save(path, save_updater_state)); checkpoint a "
+                                f"SameDiff, or save with samediff.serialize.save(model, path)")
+        save(path, save_updater_state=True)  # atomic: temp file + rename
         if path in self.written:
             self.written.remove(path)
         self.written.append(path)

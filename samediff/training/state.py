@@ -8,7 +8,7 @@ Saved with the model (``serialize.py``); ``fit`` resumes from it.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 import numpy as np
 
@@ -21,11 +21,11 @@ class UpdaterState:
         self.iteration, self.epoch, self.batch = iteration, epoch, batch
         self.arrays: dict[str, dict[str, np.ndarray]] = {}
 
-    def ensure(self, sd: Any, params: list[str], slots: tuple[str, ...],
+    def ensure(self, params: Mapping[str, np.ndarray], slots: tuple[str, ...],
                init: dict[str, float] | None = None) -> None:
-        """Create missing state arrays, filled with the updater's initial values."""
-        for p in params:
-            value = sd.graph.vars[p].value
+        """Create missing state arrays for ``{parameter name: its value}`` (same shape and
+        dtype), filled with the updater's initial values."""
+        for p, value in params.items():
             have = self.arrays.setdefault(p, {})
             for s in slots:
                 arr = have.get(s)

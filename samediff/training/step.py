@@ -42,37 +42,38 @@ from ..ops import TensorType
 from ..recorder import GraphRecorder
 from ..runtime import check_feed, typed_plan
 from .config import TrainingConfig
-from .finite import all_finite
 from ..training_forms import training_graph
+from .finite import all_finite
+from .model import TrainableModel
 from .state import UpdaterState
 
 _WEAK_FLOAT = type_of(1.0)
 
 
 class TrainStep:
-    """One training step of ``sd`` under ``config`` (see the module docstring)."""
+    """One training step of ``model`` under ``config`` (see the module docstring)."""
 
-    def __init__(self, sd: Any, config: TrainingConfig, extra_outputs: tuple[str, ...] = ()) -> None:
+    def __init__(self, model: TrainableModel, config: TrainingConfig,
+                 extra_outputs: tuple[str, ...] = ()) -> None:
         if config.updater is None:
             raise TrainingError("fit: the training config has no updater; e.g. "
                                 "TrainingConfig(updater=Adam(1e-3), ...)")
-        self.sd, self.config = sd, config
+        self.model, self.config = model, config
         if config.loss_variables:
-            sd.set_loss_variables(*config.loss_variables)
-        losses = sd.loss_variables
+            model.set_loss_variables(*config.loss_variables)
+        losses = model.loss_variables
         if not losses:
             raise TrainingError("fit: no loss variables; mark one with v.mark_as_loss(), use an "
                                 "sd.loss.* function, or set TrainingConfig(loss_variables=...)")
         for name in extra_outputs:  # before anything runs (donation updates in place)
-            sd.graph.var(name)
+            model.graph.var(name)
         # the graph in training mode (dropout on, batch statistics); the variables it updates
         # by assignment (running statistics) are not trained by gradient
-        user, self.state_updates = training_graph(sd.graph)
+        user, self.state_updates = training_graph(model.graph)
         upstream = user.upstream(losses)
         # like PyTorch/ND4J, variables no loss depends on (an unused head) are not trained
-        self.params = [n for n, v in user.vars.items() if v.vtype is VariableType.VARIABLE
-                       and v.ttype.dtype.kind == "f" and n in upstream
-                       and n not in self.state_updates]
+        self.params = [n for n in model.trainable_names() if user.vars[n].ttype.dtype.kind == "f"
+                       and n in upstream and n not in self.state_updates]
         if not self.params:
             raise TrainingError("fit: no trainable (floating-point VARIABLE) variable affects "
                                 f"the losses {list(losses)}")
@@ -217,7 +218,7 @@ class TrainStep:
         """One step on a batch: updates parameters and ``state`` in place; returns the loss and
         the extra outputs asked for at construction. When the loss or a gradient is not finite
         nothing changes (parameters, state, ``state.iteration``) and ``last_applied`` is False."""
-        sd = self.sd
+        model = self.model
         fixed = self._fixed_inputs(state)
         values = dict(fixed[0])
         hyper = self.config.updater.hyper(state.iteration, state.epoch)
@@ -258,11 +259,11 @@ class TrainStep:
             results, self.last_applied = plan.execute(values)
         if self.last_applied:
             for p in self.params:
-                _store(sd.graph.vars[p].value, results[self.new_params[p]])
+                model.write_value(p, results[self.new_params[p]])
                 for s in self.slots:
                     _store(state.arrays[p][s], results[self.new_state[p][s]])
             for name, value in self.state_updates.items():  # running statistics
-                _store(sd.graph.vars[name].value, results[value])
+                model.write_value(name, results[value])
             state.iteration += 1
         self.last_penalty = (None if self.penalty_name is None
                              else float(results[self.penalty_name]))
@@ -309,9 +310,13 @@ class TrainStep:
         owner = self._state_owner.get(name)
         if owner is not None:
             return state.arrays[owner[0]][owner[1]]
-        # the user's graph holds the live values (set_array replaces them); literals of the
-        # update rules live in the step graph
-        return (self.sd.graph.vars.get(name) or self.graph.vars[name]).value
+        # the model holds the live values (set_array replaces them); literals of the update
+        # rules live in the step graph
+        if name in self.model.graph.vars:
+            return self.model.read_value(name)
+        value = self.graph.vars[name].value
+        assert value is not None, name  # only valued variables are fixed inputs
+        return value
 
     def _weak_type(self, name: str) -> TensorType | None:
         info = self.graph.vars.get(name)

@@ -40,9 +40,11 @@ from ..errors import TrainingError
 from ..random_state import get_seed
 from .data import Batches, FeedMapping
 from .history import EpochRecord, History
+from .config import TrainingConfig
 from .listeners import as_listener
-from .rollback import GraphSnapshot
-from .step import TrainStep, UpdaterState
+from .model import TrainableModel
+from .state import UpdaterState
+from .step import TrainStep
 
 #: what ``fit`` does with a batch whose loss or gradients are not finite
 ON_NONFINITE = ("raise", "skip")
@@ -58,8 +60,8 @@ class NonFiniteError(TrainingError):
         self.epoch, self.batch, self.iteration, self.loss = epoch, batch, iteration, loss
 
 
-def _config(sd: Any) -> Any:
-    cfg = sd.training_config
+def _config(model: TrainableModel) -> TrainingConfig:
+    cfg = model.training_config
     if cfg is None:
         raise TrainingError("fit: no training config; call sd.set_training_config("
                             "TrainingConfig(updater=..., feature_mapping=[...], "
@@ -76,17 +78,19 @@ def _evaluations(spec: Mapping[str, Any] | None) -> dict[str, list]:
 
 
 class Trainer:
-    """Runs epochs of ``TrainStep`` over batches, with validation, metrics and listeners."""
+    """Runs epochs of ``TrainStep`` over batches, with validation, metrics and listeners.
+    ``model`` is anything that meets the ``TrainableModel`` contract (``model.py``); listeners
+    see it as ``trainer.model`` (and ``trainer.sd``, its former name)."""
 
-    def __init__(self, sd: Any, listeners: Sequence[Any] = (), verbose: int | None = None,
-                 on_nonfinite: str = "raise") -> None:
+    def __init__(self, model: TrainableModel, listeners: Sequence[Any] = (),
+                 verbose: int | None = None, on_nonfinite: str = "raise") -> None:
         if on_nonfinite not in ON_NONFINITE:
             raise TrainingError(f"fit: on_nonfinite must be one of {list(ON_NONFINITE)}, got "
                                 f"{on_nonfinite!r} ('raise' stops at a batch whose loss or "
                                 f"gradients are NaN/inf, 'skip' leaves it out and goes on)")
-        self.sd = sd
-        self.config = _config(sd)
-        self.state: UpdaterState = sd.updater_state
+        self.model = self.sd = model
+        self.config = _config(model)
+        self.state: UpdaterState = model.updater_state
         self.listeners = [as_listener(x) for x in listeners]
         self.verbose = (1 if sys.stderr.isatty() else 0) if verbose is None else verbose
         self.on_nonfinite = on_nonfinite
@@ -97,8 +101,8 @@ class Trainer:
     def fit(self, data: Any, epochs: int, batch_size: int | None, shuffle: bool,
             validation: Any, evaluations: Mapping[str, Any] | None, label: str | None,
             seed: int | None) -> History:
-        """Train; on any exception the graph's structure is restored (``rollback.py``)."""
-        snapshot = GraphSnapshot(self.sd)
+        """Train; on any exception the model's structure is restored (``rollback.py``)."""
+        snapshot = self.model.snapshot()
         try:
             return self._fit(data, epochs, batch_size, shuffle, validation, evaluations, label,
                              seed)
@@ -119,14 +123,15 @@ class Trainer:
         batches = Batches(data, mapping, batch_size, shuffle, seed, "fit")
         val = None if validation is None else Batches(validation, mapping, batch_size, False,
                                                       seed, "fit (validation)")
-        step = _train_step(self.sd, cfg, tuple(evs))
-        self.state.ensure(self.sd, step.params, step.slots, cfg.updater.state_init())
+        step = _train_step(self.model, cfg, tuple(evs))
+        self.state.ensure({p: self.model.read_value(p) for p in step.params}, step.slots,
+                          cfg.updater.state_init())
         for ls in self.listeners:
             ls.on_fit_start(self)
         for i in range(epochs):
             record = self._epoch(step, batches, evs, label, f"epoch {i + 1}/{epochs}")
             if val is not None:
-                record.val_loss, metrics = evaluate_loss(self.sd, val, evs, label)
+                record.val_loss, metrics = evaluate_loss(self.model, val, evs, label)
                 record.metrics.update({f"val_{k}": v for k, v in metrics.items()})
             self.history.epochs.append(record)
             if self.verbose > 0:
@@ -218,36 +223,56 @@ class Trainer:
             epoch, state.batch, state.iteration, loss)
 
 
-def _train_step(sd: Any, cfg: Any, extra: tuple[str, ...]) -> TrainStep:
+def fit(model: TrainableModel, data: Any = None, epochs: int = 1, *,
+        batch_size: int | None = 32, shuffle: bool = True, validation: Any = None,
+        evaluations: Mapping[str, Any] | None = None, label: str | None = None,
+        listeners: Sequence[Any] = (), verbose: int | None = None, seed: int | None = None,
+        on_nonfinite: str = "raise") -> History:
+    """Train ``model`` (any ``TrainableModel``: a ``SameDiff``, or a ``Model`` built from the
+    bytes of one) with its ``TrainingConfig``; returns a ``History``. The arguments are
+    ``SameDiff.fit``'s, which calls this.
+
+    >>> import numpy as np
+    >>> from samediff import SameDiff, serialize
+    >>> from samediff.training import Model, Sgd, TrainingConfig
+    >>> sd = SameDiff.create()
+    >>> x, y = sd.placeholder("x", "float", -1, 1), sd.placeholder("y", "float", -1, 1)
+    >>> w = sd.var("w", np.zeros((1, 1), np.float32))
+    >>> _ = (x.mmul(w) - y).square().mean().mark_as_loss()
+    >>> sd.set_training_config(TrainingConfig(updater=Sgd(0.1), feature_mapping=["x"],
+    ...                                       label_mapping=["y"]))
+    >>> model = Model(*serialize.from_bytes(serialize.to_bytes(sd)))  # e.g. in another process
+    >>> X = np.ones((8, 1), np.float32)
+    >>> h1, h2 = fit(model, (X, 2 * X), epochs=3, verbose=0), sd.fit((X, 2 * X), epochs=3, verbose=0)
+    >>> list(h1.losses) == list(h2.losses), model.read_value("w").item() == w.eval().item()
+    (True, True)
+    """
+    return Trainer(model, listeners, verbose, on_nonfinite).fit(
+        data, epochs, batch_size, shuffle, validation, evaluations, label, seed)
+
+
+def _train_step(model: TrainableModel, cfg: TrainingConfig, extra: tuple[str, ...]) -> TrainStep:
     """One ``TrainStep`` per graph version, config and extra outputs (building it builds the
-    step graph and compiles kernels; later fits reuse it)."""
-    cached = sd._train_step_cache
-    key = (cfg.to_json(), extra, tuple(sd.loss_variables),
-           tuple(v.name for v in sd.trainable_variables()))
-    if cached is not None:
-        old_key, version, step = cached
-        if old_key == key and version == sd.graph.version:
-            return step
-    step = TrainStep(sd, cfg, extra)
-    # the version after the step set the loss variables (TrainingConfig.loss_variables)
-    sd._train_step_cache = (key, sd.graph.version, step)
-    return step
+    step graph and compiles kernels; later fits reuse it). The model keeps it."""
+    key = (cfg.to_json(), extra, tuple(model.loss_variables), tuple(model.trainable_names()))
+    return model.cached_train_step(key, lambda: TrainStep(model, cfg, extra))
 
 
-def evaluate_loss(sd: Any, batches: Batches, evs: dict, label: str | None) -> tuple[float, dict]:
+def evaluate_loss(model: TrainableModel, batches: Batches, evs: dict,
+                  label: str | None) -> tuple[float, dict]:
     """Mean loss (summed loss variables, example-weighted) and metrics over ``batches``."""
     for ev in (e for group in evs.values() for e in group):
         ev.reset()
-    losses = sd.loss_variables
+    losses = model.loss_variables
     total, count = 0.0, 0
     for feeds in batches.epoch(0):
-        outs = sd.output(_needed_feeds(sd, feeds, losses + list(evs)), *losses, *evs)
-        value = sum(float(np.sum(outs[n].numpy())) for n in losses)
+        outs = model.output(_needed_feeds(model, feeds, losses + list(evs)), *losses, *evs)
+        value = sum(float(np.sum(np.asarray(outs[n]))) for n in losses)
         n = _batch_size(feeds)
         total, count = total + value * n, count + n
         for name, group in evs.items():
             for ev in group:
-                ev.eval(feeds[label], outs[name].numpy())
+                ev.eval(feeds[label], np.asarray(outs[name]))
     metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
     return (total / count if count else float("nan")), metrics
 
@@ -258,16 +283,16 @@ def _batch_size(feeds: dict) -> int:
     return len(first) if first is not None and np.ndim(first) else 1
 
 
-def _needed_feeds(sd: Any, feeds: dict, outputs: list[str]) -> dict:
+def _needed_feeds(model: TrainableModel, feeds: dict, outputs: list[str]) -> dict:
     """Only the placeholders ``outputs`` depend on (labels are not needed to predict)."""
-    used = {i for n in sd.graph.needed(outputs) for i in n.inputs}
+    used = {i for n in model.graph.needed(outputs) for i in n.inputs}
     return {k: v for k, v in feeds.items() if k in used or k in outputs}
 
 
-def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label: str | None = None,
-             batch_size: int | None = 256) -> list:
+def evaluate(model: TrainableModel, data: Any, output: str, evaluations: Iterable[Any],
+             label: str | None = None, batch_size: int | None = 256) -> list:
     """Run ``output`` over ``data`` and feed every evaluation ``(labels, predictions)``."""
-    cfg = sd.training_config
+    cfg = model.training_config
     mapping = FeedMapping(cfg.feature_mapping if cfg else [], cfg.label_mapping if cfg else [])
     if label is None:
         if cfg is None or not cfg.label_mapping:
@@ -287,7 +312,7 @@ def evaluate(sd: Any, data: Any, output: str, evaluations: Iterable[Any], label:
                                 f"{source}. Pass batches with labels ((features, labels) "
                                 f"pairs, or dicts with a {label!r} key), or name another "
                                 f"placeholder with label=")
-        pred = sd.output(_needed_feeds(sd, feeds, [output]), output)[output].numpy()
+        pred = np.asarray(model.output(_needed_feeds(model, feeds, [output]), output)[output])
         for ev in evs:
             ev.eval(feeds[label], pred)
     return evs
