@@ -449,6 +449,9 @@ class Graph:
                 types = op.infer_types([g.var(i).ttype for i in e["inputs"]], rec)
                 g.add_node(op, rec, tuple(e["inputs"]), types, str(e["name"]),
                            [str(o) for o in e["outputs"]])
+            order = [str(e["name"]) for e in doc["variables"]]
+            if set(order) == set(g.vars):  # the saved order (part of the structural key)
+                g.vars = {n: g.vars[n] for n in order}
             if "outputs" in doc:
                 g.set_outputs(*[str(o) for o in doc["outputs"]])
         except NdError:

@@ -181,8 +181,9 @@ def cond(pred: Any, *args: Any, then_body: Graph | None = None,
     ``cond(pred, *operands, then_body=g, else_body=h)`` applies two body graphs directly (the
     op itself, as a saved graph holds it).
     """
-    if then_body is not None or else_body is not None:
-        return bind(COND, [pred, *args], {"then_body": then_body, "else_body": else_body})
+    if then_body is not None or else_body is not None:  # the op: cond([pred, *operands])
+        inputs = list(pred) if isinstance(pred, (list, tuple)) and not args else [pred, *args]
+        return bind(COND, inputs, {"then_body": then_body, "else_body": else_body})
     if len(args) < 2 or not (callable(args[0]) and callable(args[1])):
         raise OpError("cond(pred, true_fn, false_fn, *operands): true_fn and false_fn must be "
                       "callables")
