@@ -262,3 +262,15 @@ def test_the_op_fact_is_declared_not_named():
     for name in carriers:
         op = REGISTRY[name]
         assert all(op.attr_kinds[b][0].name == "graph" for b in op.bodies)
+
+
+@pytest.mark.compiled
+def test_a_body_that_draws_random_numbers_is_never_merged_or_folded():
+    draw = lambda a: nd.bind(REGISTRY["dropout_mask"], [a], {"p": 0.5})  # noqa: E731
+
+    @nd.compile
+    def f(x):
+        p = x.sum() > 0
+        return nd.cond(p, draw, draw, x), nd.cond(p, draw, draw, x)
+    first, second = f(nd.ones(200))
+    assert not np.array_equal(first.numpy(), second.numpy())  # CSE would make them one draw
