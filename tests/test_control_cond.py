@@ -9,8 +9,11 @@ import pytest
 
 import nd4py as nd
 from samediff import SameDiff, compiler, udf
-from samediff.control import COND, BranchMismatchError, CaptureError, PredicateError
-from samediff.ops import REGISTRY
+from samediff.control import COND, BranchMismatchError, CaptureError, PredicateError, trace_body
+from samediff.ir import Graph
+from samediff.ops import REGISTRY, TensorType
+from samediff.ops.registry import NONDIFF, REQUIRED, Attr, OpDef
+from samediff.ops.validate import check_op
 
 F64 = np.float64
 X = np.array([0.3, -1.2, 0.7])
@@ -274,3 +277,21 @@ def test_a_body_that_draws_random_numbers_is_never_merged_or_folded():
         return nd.cond(p, draw, draw, x), nd.cond(p, draw, draw, x)
     first, second = f(nd.ones(200))
     assert not np.array_equal(first.numpy(), second.numpy())  # CSE would make them one draw
+
+
+def test_a_body_signature_is_part_of_the_graph_value():
+    a = COND.make_attrs({"then_body": _body(), "else_body": _body()}).then_body
+    assert a.inputs == ("x0",) and a.outputs == ("exp",)
+    again = Graph.from_dict(a.to_dict())
+    assert again == a and again.outputs == a.outputs and hash(again) == hash(a)
+    other = a.copy()
+    other.set_outputs("x0")
+    assert other.freeze() != a  # the same nodes with another signature: another function
+    bad = OpDef(name="bad_bodies", inputs=("x",), attr_kinds={"n": (Attr.INT, REQUIRED)},
+                infer=lambda t, a: t[0], impl=lambda x, n: x, doc="d", grad=NONDIFF,
+                bodies=("n",))
+    assert any("graph-valued" in p for p in check_op(bad))
+
+
+def _body():
+    return trace_body(lambda v: v.exp(), [TensorType((2,), np.dtype(F64))], "t")[0]

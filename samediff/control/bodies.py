@@ -219,7 +219,8 @@ def _runner(body: Graph) -> _Runner:
 
 def run_body(body: Graph, args: Sequence[Any]) -> list[Any]:
     """Run the frozen ``body`` on ``args`` (one per input, in order) through the plan cache;
-    returns its outputs, never one of ``args`` itself (a body returning an input copies it)."""
+    returns its outputs, never one of ``args`` or of the body's constants itself (a body
+    returning an input or a constant returns a copy: the caller may write to its result)."""
     runner = _runner(body)
     if len(args) != len(runner.inputs):
         raise OpError(f"body takes {len(runner.inputs)} inputs, got {len(args)}")
@@ -230,4 +231,5 @@ def run_body(body: Graph, args: Sequence[Any]) -> list[Any]:
     types = {k: runtime_type(runner.vars[k], v) for k, v in values.items()}
     plan = typed_plan(runner.nodes, types, runner.outputs, structure=runner.structure)
     outs = plan.execute([values[k] for k in plan.input_slots])
-    return [np.array(o, copy=True) if any(o is a for a in args) else o for o in outs]
+    held = (*args, *runner.constants.values())  # the caller's arrays, the body's constants
+    return [np.array(o, copy=True) if any(o is a for a in held) else o for o in outs]
