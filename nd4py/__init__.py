@@ -34,6 +34,8 @@ from samediff.ir import did_you_mean as _did_you_mean
 from samediff.errors import ConfigError, NdIndexError, OpIndexError, TracingError  # noqa: F401
 from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
+from samediff.control import BranchMismatchError, CaptureError, PredicateError  # noqa: F401
+from samediff.control import cond as _cond
 from samediff.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
@@ -46,6 +48,27 @@ from samediff.namespaces import OpNamespace, op_namespaces
 from tracing import (CompiledFunction, CompiledGraphFunction, GraphScope,  # noqa: F401
                      LazyArray, RetraceWarning, cache_stats, clear_cache, compile, graph_scope,
                      set_cache_size)
+
+def cond(pred: Any, *args: Any, **bodies: Any) -> Any:
+    """``true_fn(*operands) if pred else false_fn(*operands)`` — ``nd.cond(pred, true_fn,
+    false_fn, *operands)``, JAX's ``lax.cond``: eagerly plain Python; traced
+    (``graph_scope``/``@nd.compile``) or on SameDiff variables, one ``cond`` node whose two
+    branches are sub-graphs, and only the taken one runs (forward and backward). ``pred`` is
+    a scalar bool or integer; both branches return the same structure, shapes and dtypes.
+    See ``samediff.control.cond`` for captures and the op form.
+
+    >>> import nd4py as nd
+    >>> x = nd.create([1.0, 2.0])
+    >>> nd.cond(x.sum() > 0, lambda v: v * 2, lambda v: -v, x).numpy().tolist()
+    [2.0, 4.0]
+    >>> @nd.compile
+    ... def f(v):
+    ...     return nd.cond(v.sum() > 0, lambda a: a * 2, lambda a: -a, v)
+    >>> f(nd.create([-1.0, -2.0])).numpy().tolist()
+    [1.0, 2.0]
+    """
+    return _cond(pred, *args, **bodies)
+
 
 #: ND4J's name of the traced proxy (seed 001)
 LazyINDArray = LazyArray

@@ -26,10 +26,11 @@ from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: 
 from .autodiff import GradientError  # noqa: E402
 from .graph import Node, SameDiff, SDVariable, VariableType  # noqa: E402
 from .init import WeightInit  # noqa: E402
+from . import control  # noqa: E402  (its ops, e.g. cond, join the table: saved graphs load)
 from .evaluation import (ROC, Evaluation, EvaluationBinary, EvaluationError,  # noqa: E402
                          RegressionEvaluation, ROCBinary, ROCMultiClass)
 
-__all__ = ["ops", "dtypes", "random_state", "udf", "NDArray", "bind", "create", "SameDiff", "SDVariable",
+__all__ = ["ops", "dtypes", "random_state", "udf", "control", "NDArray", "bind", "create", "SameDiff", "SDVariable",
            "VariableType", "Node", "WeightInit", "NdError", "OpError", "NdDTypeError",
            "GraphError", "UnknownVariableError", "PlaceholderError", "TracingError",
            "GradientError", "SaveError", "SerializationError", "CorruptFileError", "UnsafeFileError",

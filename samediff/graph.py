@@ -28,6 +28,7 @@ from . import autodiff, serialize
 from .autodiff import GradientError
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
+from .control import if_cond
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
 from .frontends.nd4j import camel_case_method
 from .graph_args import parse_var_args, shape_arg
@@ -448,6 +449,19 @@ class SameDiff:
             structure = self._structures[memo_key] = Structure.of(nodes)
         self.last_plan = typed_plan(nodes, types, names, structure=structure)
         return self.last_plan
+
+    def if_cond(self, out_name: Any, if_name: Any = None, cond: Any = None, true_body: Any = None,
+                false_body: Any = None, *, inputs: Any = ()) -> Any:
+        """ND4J's ``ifCond(outName, ifName, cond, trueBody, falseBody)`` (also
+        ``ifCond(cond, trueBody, falseBody)``): lambdas taking ``(sd, inputs)``; ``cond``
+        returns a BOOL scalar of this graph, each body its result(s), recorded as the branches
+        of one ``cond`` node (only the taken one runs). ``inputs``: the variables handed to
+        the lambdas — a body reads only those (``samediff.control.cond``)."""
+        if callable(out_name):  # ifCond(cond, trueBody, falseBody)
+            out_name, if_name, cond, true_body, false_body = None, None, out_name, if_name, cond
+        return if_cond(self, out_name, if_name, cond, true_body, false_body, inputs)
+
+    ifCond = if_cond
 
     def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
         """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the

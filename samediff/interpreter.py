@@ -74,5 +74,5 @@ class InterpreterPlan:
         head = f"plan: interpreter, {len(self.nodes)} node(s)"
         if self.reason:
             head += f" (fallback: {self.reason})"
-        ops = ", ".join(n.op.name for n in self.nodes)
+        ops = ", ".join(n.op.name + n.op.describe_bodies(n.attrs) for n in self.nodes)
         return f"{head}\n  ops: {ops or '-'}"

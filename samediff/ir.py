@@ -37,8 +37,7 @@ import numpy as np
 from .errors import (GraphError, NdDTypeError, NdError, OpError, UnknownOpError,
                      UnknownVariableError)
 from .ops import REGISTRY, OpDef, TensorType
-from .ops import registry as _registry
-from .ops.registry import encode_attr
+from .ops.registry import Attr, encode_attr
 
 
 class VariableType(str, Enum):
@@ -93,6 +92,22 @@ class Graph:
         self.version = 0
         self._frozen = False
         self._key: tuple[int, tuple] | None = None
+        #: The ordered output signature of a graph used as a function (a control-flow body):
+        #: ``set_outputs`` declares it; its inputs are the PLACEHOLDERs in insertion order.
+        self.outputs: tuple[str, ...] = ()
+
+    # -- signature (a graph as a function: control-flow bodies) ----------------------------
+    def set_outputs(self, *names: str) -> None:
+        """Declare the graph's ordered outputs (variables it has), as a body's results."""
+        for n in names:
+            self.var(n)
+        self._touch()
+        self.outputs = tuple(names)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The graph's inputs as a function: its PLACEHOLDERs, in insertion order."""
+        return tuple(n for n, v in self.vars.items() if v.vtype is VariableType.PLACEHOLDER)
 
     # -- naming ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -396,6 +411,7 @@ class Graph:
         """An unfrozen copy sharing the (immutable) nodes and the value arrays."""
         g = Graph()
         g._take(self)
+        g.outputs = self.outputs
         g.version = self.version
         return g
 
@@ -433,7 +449,8 @@ class Graph:
         Memoized per version."""
         if self._key is None or self._key[0] != self.version:
             vars_ = tuple((v.name, v.vtype.value, v.ttype) for v in self.vars.values())
-            self._key = (self.version, (vars_, tuple(n.key() for n in self.nodes)))
+            self._key = (self.version, (vars_, tuple(n.key() for n in self.nodes),
+                                        self.outputs))
         return self._key[1]
 
     # -- as an attribute value (JSON) ------------------------------------------------------
@@ -452,7 +469,10 @@ class Graph:
                   "outputs": list(n.outputs),
                   "attrs": {k: encode_attr(a) for k, a in vars(n.attrs).items()}}
                  for n in self.nodes]
-        return {"graph": 1, "variables": variables, "nodes": nodes}
+        doc = {"graph": 1, "variables": variables, "nodes": nodes}
+        if self.outputs:
+            doc["outputs"] = list(self.outputs)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Any) -> "Graph":
@@ -474,10 +494,15 @@ class Graph:
                 op = REGISTRY.get(e["op"])
                 if op is None:
                     raise UnknownOpError(f"graph attribute: unknown op {e['op']!r}")
-                rec = op.make_attrs(e["attrs"])
+                rec = decode_attrs(op, e["attrs"])
                 types = op.infer_types([g.var(i).ttype for i in e["inputs"]], rec)
                 g.add_node(op, rec, tuple(e["inputs"]), types, str(e["name"]),
                            [str(o) for o in e["outputs"]])
+            order = [str(e["name"]) for e in doc["variables"]]
+            if set(order) == set(g.vars):  # the saved order (part of the structural key)
+                g.vars = {n: g.vars[n] for n in order}
+            if "outputs" in doc:
+                g.set_outputs(*[str(o) for o in doc["outputs"]])
         except NdError:
             raise  # already says what is wrong (unknown op, bad attribute, bad wiring)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -538,7 +563,13 @@ def infer_node_types(nodes: Sequence[Node],
     return types
 
 
-_registry.GRAPH_DECODER = Graph.from_dict  # graph-valued op attributes decode to IR graphs
+def decode_attrs(op: OpDef, raw: Mapping[str, Any]) -> Any:
+    """``op``'s attribute record from their JSON form (a saved file): graph-valued attributes
+    (``Attr.GRAPH``) are decoded to frozen IR graphs here, where a graph is known, first."""
+    if isinstance(raw, Mapping):
+        raw = {k: Graph.from_dict(v) if isinstance(v, dict)
+               and op.attr_kinds.get(k, (None,))[0] is Attr.GRAPH else v for k, v in raw.items()}
+    return op.make_attrs(raw)
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

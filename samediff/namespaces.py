@@ -106,7 +106,24 @@ def summary_text(sd: Any) -> str:
     if graph.nodes:
         lines.append("--- Ops (execution order) ---")
         for i, node in enumerate(graph.nodes):
-            attrs = "" if not node.attrs.__dict__ else f" {node.attrs!r}"
-            lines.append(f"{i:>4}  {node.name}: {node.op.name}{attrs}"
-                         f"({', '.join(node.inputs)}) -> {', '.join(node.outputs)}")
+            lines.append(f"{i:>4}  {_node_line(node)}")
+            lines += _body_lines(node, "        ")
     return "\n".join(lines)
+
+
+def _node_line(node: Any) -> str:
+    shown = {k: v for k, v in vars(node.attrs).items() if k not in node.op.bodies}
+    attrs = "" if not shown else " {" + ", ".join(f"{k}={v}" for k, v in shown.items()) + "}"
+    return (f"{node.name}: {node.op.name}{attrs}{node.op.describe_bodies(node.attrs)}"
+            f"({', '.join(node.inputs)}) -> {', '.join(node.outputs)}")
+
+
+def _body_lines(node: Any, indent: str) -> list[str]:
+    """The sub-graphs a node carries (``op.bodies``), indented under it, recursively."""
+    lines = []
+    for name, body in node.op.body_graphs(node.attrs):
+        lines.append(f"{indent}{name}({', '.join(body.inputs)}) -> {', '.join(body.outputs)}")
+        for k, inner in enumerate(body.nodes):
+            lines.append(f"{indent}  {k:>2}  {_node_line(inner)}")
+            lines += _body_lines(inner, indent + "      ")
+    return lines

@@ -54,7 +54,7 @@ from .dtypes import to_dtype
 from .atomic_file import write_atomically
 from .errors import (CorruptFileError, FormatVersionError, NdError, SerializationError,
                      TrainingError, UnknownOpError, UnsafeFileError)
-from .ir import Graph, Node, VariableType
+from .ir import Graph, Node, VariableType, decode_attrs
 from .ops import REGISTRY, TensorType
 from .ops.registry import encode_attr
 from .training.config import TrainingConfig
@@ -199,7 +199,7 @@ def _check_attrs_round_trip(node: Any, encoded: dict) -> None:
     ``coerce`` does not invert ``encode_attr``), rather than write a subtly different graph."""
     text = json.dumps(encoded, sort_keys=True)
     try:
-        back = vars(node.op.make_attrs(json.loads(text)))
+        back = vars(decode_attrs(node.op, json.loads(text)))
         same = json.dumps({k: encode_attr(v) for k, v in back.items()}, sort_keys=True) == text
     except (NdError, TypeError, ValueError):
         same = False
@@ -523,7 +523,9 @@ def _parse_node(entry: Any, bad: Any, path: str) -> tuple:
             f"it is a user-defined op, import the module that registers it (samediff.udf) "
             f"before loading")
     try:
-        rec = op.make_attrs(attrs)
+        rec = decode_attrs(op, attrs)  # graph-valued attributes (bodies) decode to graphs
+    except UnknownOpError as exc:  # a body uses an op this process has not registered
+        raise UnknownOpError(f"load: {path!r}: node {name!r} ({op_name}): {exc}") from exc
     except NdError as exc:
         raise bad(f"node {name!r}: invalid attributes: {exc}") from exc
     return name, op, rec, tuple(inputs), tuple(outputs)

@@ -799,7 +799,8 @@ SAMPLES["split_like"] = [
 # The cnn families keep their rows in files of their own; each exports ``<fn>(S) -> rows``.
 for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D pooling
                      ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
-                     ("op_samples_cnn_more_conv", "more_conv_samples")):  # conv3d, deconv...
+                     ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
+                     ("op_samples_control", "control_samples")):  # ops with sub-graphs (cond)
     try:  # rootdir-relative import (tests/ is not a package) ...
         _rows = importlib.import_module(_module)
     except ImportError:  # ... or tests/ became one

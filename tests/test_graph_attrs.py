@@ -1,10 +1,11 @@
-"""Graph-valued op attributes: an IR graph as an attribute (the body of a future cond / while /
-scan op, an ONNX sub-graph) is frozen, hashable by structure, part of plan keys, and saved and
+"""Graph-valued op attributes: an IR graph as an attribute (the body of a cond / while / scan
+op, an ONNX sub-graph) is frozen, hashable by structure, part of plan keys, and saved and
 loaded with the graph that uses it.
 
 The op used here, ``call_body``, exists only in this module (registered by a fixture and
-removed after): it applies its ``body`` graph to its inputs, with an implementation written in
-the test from the interpreter's first principles (run each node's numpy implementation).
+removed after): it applies its ``body`` graph to its inputs. It declares the body
+(``bodies=("body",)``) and runs it with ``samediff.control.run_body`` — through the plan cache,
+with no interpreter of its own.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import nd4py as nd
 from samediff import surface
+from samediff.control import run_body
 from samediff.errors import GraphError, OpError
 from samediff.ir import Graph, VariableType
 from samediff.ops import REGISTRY, TensorType, get_op
@@ -30,6 +32,7 @@ def body_graph(scale: float = 2.0) -> Graph:
     (m,) = g.record(get_op("mul"), ("x", "scale"))
     (e,) = g.record(get_op("exp"), (m,))
     g.record(get_op("add"), (e, "c"), name="y")
+    g.set_outputs("y")
     return g
 
 
@@ -46,13 +49,7 @@ def _infer(types, attrs):
 
 
 def _impl(*xs, body):
-    values = {n: v.value for n, v in body.vars.items() if v.value is not None}
-    values.update({n: (v.item() if body.vars[n].ttype.weak else v) for n, v in values.items()})
-    values.update(zip(_body_inputs(body), xs))
-    for node in body.nodes:
-        out = node.op.impl(*[values[i] for i in node.inputs], **vars(node.attrs))
-        values[node.outputs[0]] = out
-    return np.asarray(values[body.nodes[-1].outputs[0]])
+    return run_body(body, xs)[0]
 
 
 @pytest.fixture
@@ -60,7 +57,8 @@ def call_body():
     op = register(OpDef(name="call_body", inputs=("*xs",), attr_kinds={"body": (Attr.GRAPH,
                                                                                   REQUIRED)},
                         infer=_infer, impl=_impl, namespace="udf", method=False,
-                        grad=NONDIFF, doc="Apply a graph attribute (test-only)."))
+                        grad=NONDIFF, bodies=("body",),
+                        doc="Apply a graph attribute (test-only)."))
     try:
         yield op
     finally:

@@ -7,6 +7,8 @@ start from the nodes the outputs need.)
   are aliased to the earlier one's. Random ops are never merged (each draws fresh numbers).
 * **Constant folding**: a node whose inputs are all constants (ultimately: non-random ops with
   no inputs at all, like ``nd.ones(3)`` inside a trace) is computed once, when the plan is built.
+  A node carrying sub-graphs (``op.bodies``) folds like any op — its impl runs the taken body —
+  unless a body draws random numbers.
 
 Both change which buffer backs a value, so the plan copies an output that is a folded constant
 or that appears twice among the outputs: the user never holds an array the plan will reuse.
@@ -54,7 +56,7 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
             interpreter.run_nodes((node,), values)
             out.constants[node.outputs[0]] = values[node.outputs[0]]
             continue
-        if not node.op.random:
+        if not draws_random(node):
             key = (node.op, node.attrs, inputs)
             twin = seen.get(key)
             if twin is not None:
@@ -68,6 +70,15 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
                 continue
         out.nodes.append(node)
     return out
+
+
+def draws_random(node: Any) -> bool:
+    """Does the node draw random numbers — its op (``op.random``), or an op in one of the
+    sub-graphs it carries (``op.bodies``: a ``cond`` whose branch samples)? Such nodes are
+    never merged or folded. A node with bodies otherwise stays one library call."""
+    if node.op.random:
+        return True
+    return any(draws_random(n) for _, g in node.op.body_graphs(node.attrs) for n in g.nodes)
 
 
 #: library ops that can apply an activation to their result in the same pass, and the

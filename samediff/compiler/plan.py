@@ -630,5 +630,6 @@ class CompiledPlan:
                 lines.append(f"  kernel [{state}]: {s.describe()}")
             else:
                 act = getattr(s.attrs, EPILOGUE_ATTR.get(s.op.name, ""), "none")
-                lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else ""))
+                lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else "")
+                             + s.op.describe_bodies(s.attrs))
         return "\n".join(lines)

@@ -105,6 +105,7 @@ NAMESPACES: dict[str, Namespace] = {
     "shape": Namespace(("shape",), eager=False),
     "random": Namespace(("random",), eager=False),
     "creation": Namespace(("creation",), eager=False),
+    "control": Namespace(("control",), eager=False),  # ops with sub-graphs (samediff/control)
 }
 
 #: Ops with ND4J's in-place method ``<op>i`` on arrays and variables (``x.addi(y)``).

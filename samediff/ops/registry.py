@@ -141,18 +141,11 @@ def _str(v: Any) -> str:
     return v
 
 
-#: Set by ``samediff/ir.py`` when it is imported: turns the JSON form of a graph back into a
-#: frozen IR graph. The op table declares graph-valued attributes; the IR, which sits above the
-#: table, is what a graph is.
-GRAPH_DECODER: Callable[[Any], Any] | None = None
-
-
 def _graph(v: Any) -> Any:
     """A graph-valued attribute (a ``cond``/``while``/``scan`` body, an ONNX sub-graph): an IR
-    ``Graph``, kept frozen — hashable by structure, so it can be part of a plan key — or its
-    JSON form (a saved file)."""
-    if isinstance(v, dict) and GRAPH_DECODER is not None:
-        return GRAPH_DECODER(v)
+    ``Graph``, kept frozen — hashable by structure, so it can be part of a plan key. Its JSON
+    form (a saved file) is decoded by the IR and the serializer, which know what a graph is
+    (``samediff.ir.decode_attrs``), before the attributes reach ``make_attrs``."""
     if not (hasattr(v, "freeze") and hasattr(v, "to_dict")):
         raise TypeError(f"expected a graph (samediff.ir.Graph), got {type(v).__name__}")
     return v if v.frozen else v.copy().freeze()
@@ -238,7 +231,8 @@ class RowKernel:
 
 #: The op groups (an op's ``namespace``): semantic families. Which front-end namespace shows
 #: which groups (``sd.nn``, ``nd.base``...) is each front end's table (``samediff/frontends``).
-GROUPS = ("base", "math", "nn", "linalg", "fft", "random", "shape", "creation", "udf", "cnn")
+GROUPS = ("base", "math", "nn", "linalg", "fft", "random", "shape", "creation", "udf", "cnn",
+          "control")
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,6 +278,11 @@ class OpDef:
     # -- training mode --
     training: Any = None             # the op's training-mode form (dropout, batch_norm), see
                                      # ``deftraining``; None: the op is the same in training
+    # -- sub-graphs --
+    bodies: tuple[str, ...] = ()     # the graph-valued (Attr.GRAPH) attributes this op runs
+                                     # (cond's then_body/else_body): the compiler keeps the node
+                                     # one library call, summary()/explain() show the bodies,
+                                     # the serializer saves them (samediff/control/ holds ops)
     attrs_type: type = field(init=False, repr=False)
     default_attrs: Any = field(init=False, repr=False)
 
@@ -296,6 +295,18 @@ class OpDef:
         required = [n for n, (_, d) in self.attr_kinds.items() if d is REQUIRED]
         default = None if required else self.make_attrs({})
         object.__setattr__(self, "default_attrs", default)
+
+    def body_graphs(self, attrs: Any) -> list[tuple[str, Any]]:
+        """``[(attribute name, graph)]`` of a node of this op (empty for ops without bodies)."""
+        return [(b, getattr(attrs, b)) for b in self.bodies]
+
+    def describe_bodies(self, attrs: Any) -> str:
+        """``" [then_body: 3 nodes, else_body: 2 nodes]"`` for a node carrying sub-graphs, else
+        ``""`` — how ``explain()`` and ``summary()`` name a node's bodies."""
+        if not self.bodies:
+            return ""
+        return " [" + ", ".join(f"{b}: {len(g.nodes)} node{'s' if len(g.nodes) != 1 else ''}"
+                                for b, g in self.body_graphs(attrs)) + "]"
 
     # -- inputs ---------------------------------------------------------------------------
     @functools.cached_property

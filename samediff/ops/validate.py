@@ -11,7 +11,8 @@ explicit ``NONDIFF``), the declared facts must agree with each other:
 * a view op is not elementwise (its result aliases its input), nor a reduction;
 * a reduction has one input and ``dims``/``keep_dims`` attributes; only reductions declare an
   ``accumulate`` rule, and a row anchor's ``axis``/``epsilon`` name attributes it has;
-* elementwise ops and reductions have one output; random ops are not differentiable.
+* elementwise ops and reductions have one output; random ops are not differentiable;
+* ``bodies`` name graph-valued (``Attr.GRAPH``) attributes.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import inspect
 import keyword
 from typing import Iterable
 
-from .registry import NONDIFF, REQUIRED, OpDef
+from .registry import NONDIFF, REQUIRED, Attr, OpDef
 
 
 class OpTableError(Exception):
@@ -100,6 +101,10 @@ def check_facts(op: OpDef) -> list[str]:
                             "output")
     if op.random and op.grad not in (None, NONDIFF):
         problems.append("a random op cannot have a gradient rule")
+    for body in op.bodies:
+        if op.attr_kinds.get(body, (None,))[0] is not Attr.GRAPH:
+            problems.append(f"bodies names {body!r}, which is not a graph-valued (Attr.GRAPH) "
+                            f"attribute of the op")
     return problems
 
 

@@ -1,0 +1,26 @@
+"""Ops that carry sub-graphs (control flow), above the interpreter, the plan cache and autodiff.
+
+An op here is an ordinary op of the table (registered on import, the way ``samediff.udf``
+registers user-defined ops) whose bodies are graph-valued attributes named by its
+``OpDef.bodies`` fact. That one fact is what the rest of the system reads: the compiler keeps
+such a node one library call (never merged or folded when a body draws random numbers) and
+``explain()`` shows its bodies, ``summary()`` prints them indented, the serializer saves them
+in the graph's JSON, and the op's own rules — written here, where running, typing and
+differentiating a graph are available — run the taken body through the plan cache, type both
+bodies, and differentiate by building VJP bodies. Nothing below this package imports it;
+``samediff/__init__.py`` imports it, so its ops exist before any saved graph is loaded.
+
+* ``bodies.py`` — recording a Python function as a body (``trace_body``), running a body
+  through the plan cache (``run_body``), and the named errors.
+* ``cond.py`` — ``cond`` (the op, ``nd.cond``, and ND4J's ``sd.ifCond``).
+
+>>> import nd4py as nd
+>>> nd.cond(nd.create(True), lambda x: x + 1, lambda x: x - 1, nd.create([1.0])).numpy().tolist()
+[2.0]
+"""
+from .bodies import (BranchMismatchError, CaptureError, PredicateError, run_body,  # noqa: F401
+                     trace_body)
+from .cond import COND, cond, if_cond  # noqa: F401
+
+__all__ = ["BranchMismatchError", "CaptureError", "PredicateError", "COND", "cond", "if_cond",
+           "run_body", "trace_body"]

@@ -1,0 +1,235 @@
+"""Bodies: a Python function recorded as a graph (a control-flow branch or loop body), and a
+body run through the plan cache.
+
+``trace_body`` records a function once, on placeholders typed like its operands, into a fresh
+``ir.Graph`` whose ``outputs`` signature is what the function returned — the same code whether
+the operands are traced arrays (``graph_scope`` / ``@nd.compile``), SameDiff variables or the
+values of an enclosing body. While a body records, no trace is active: an op on closed-over
+eager arrays runs eagerly and its result becomes a CONSTANT of the body. A value of an *outer*
+graph (a traced array, a SameDiff variable) read by a body is a ``CaptureError`` for now: pass
+it as an operand (lifting captures into explicit inputs is the control-flow issue's job).
+
+``run_body`` runs a frozen body on arrays: one plan from the one plan cache (``get_plan``
+through ``runtime.typed_plan``, keyed by the body's structure and the inputs' exact types), so
+a body gets fused kernels like any graph, and the interpreter when the compiler declines.
+
+>>> import numpy as np
+>>> from samediff.ops import TensorType
+>>> body, tree = trace_body(lambda x: (x * 2.0).exp(), [TensorType((2,), np.dtype("float64"))],
+...                         "example")
+>>> body.inputs, body.outputs, [n.op.name for n in body.nodes]
+(('x0',), ('exp',), ['mul', 'exp'])
+>>> np.round(run_body(body, [np.zeros(2)])[0], 3).tolist()
+[1.0, 1.0]
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+
+from ..array import CURRENT_TRACE, NDArray, as_numpy, type_of
+from ..binding import WEAK_SCALARS
+from ..compiler.cache import Structure
+from ..errors import GraphError, OpError
+from ..ir import Graph, VariableType
+from ..ops import TensorType
+from ..recorder import GraphRecorder, GraphValue
+from ..runtime import runtime_type, typed_plan
+from ..surface import OpSurface
+
+
+class CaptureError(GraphError):
+    """A body read a value of an outer graph (a traced array of the enclosing ``graph_scope``,
+    a SameDiff variable) that was not passed to it as an operand."""
+
+
+class BranchMismatchError(OpError):
+    """The branches of a ``cond`` return different structures, shapes or dtypes."""
+
+
+class PredicateError(OpError):
+    """A ``cond`` predicate that is not a scalar boolean (or, for ``nd.cond``, integer)."""
+
+
+# -- operands ---------------------------------------------------------------------------------
+
+def is_symbolic(x: Any) -> bool:
+    """Is ``x`` a value being recorded: a graph variable (SameDiff, a body) or a traced array
+    still waiting for its value?"""
+    if isinstance(x, GraphValue):
+        return True
+    return isinstance(x, NDArray) and getattr(x, "is_materialized", True) is False
+
+
+def operand_type(x: Any) -> TensorType:
+    """The static type a body's placeholder takes for the operand ``x``."""
+    if isinstance(x, GraphValue):
+        return x.ttype
+    if isinstance(x, NDArray):  # eager, or traced (a LazyArray answers shape/dtype)
+        return TensorType(tuple(x.shape), np.dtype(x.dtype))
+    if type(x) in WEAK_SCALARS:
+        return type_of(x)
+    if isinstance(x, OpSurface) or x is None:
+        raise OpError(f"cannot use {type(x).__name__} {x!r} as an operand")
+    return type_of(as_numpy(x))
+
+
+def capture_error(what: str, x: Any) -> CaptureError:
+    label = repr(x.name) if isinstance(x, GraphValue) else "a traced array"
+    return CaptureError(
+        f"{what}: the body reads {label} of an enclosing graph that is not one of its operands; "
+        f"pass it as an operand (nd.cond(pred, true_fn, false_fn, *operands) hands the operands "
+        f"to both branches). Closed-over eager arrays are fine: they become constants of the "
+        f"body")
+
+
+# -- pytrees of outputs -----------------------------------------------------------------------
+
+def flatten(tree: Any) -> tuple[list, Hashable]:
+    """Leaves of nested tuples/lists/dicts (JAX's pytrees, minus custom nodes) and the tree's
+    structure, a hashable description used to compare branches and rebuild results."""
+    if isinstance(tree, (tuple, list)):
+        leaves: list = []
+        subs = []
+        for item in tree:
+            sub_leaves, sub = flatten(item)
+            leaves += sub_leaves
+            subs.append(sub)
+        return leaves, (type(tree).__name__, tuple(subs))
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        leaves, subs = [], []
+        for k in keys:
+            sub_leaves, sub = flatten(tree[k])
+            leaves += sub_leaves
+            subs.append(sub)
+        return leaves, ("dict", tuple(keys), tuple(subs))
+    return [tree], "*"
+
+
+def unflatten(structure: Hashable, leaves: Sequence[Any]) -> Any:
+    """The inverse of ``flatten``."""
+    it = iter(leaves)
+
+    def build(s: Any) -> Any:
+        if s == "*":
+            return next(it)
+        if s[0] == "dict":
+            return {k: build(sub) for k, sub in zip(s[1], s[2])}
+        items = [build(sub) for sub in s[1]]
+        return tuple(items) if s[0] == "tuple" else items
+    return build(structure)
+
+
+def describe_structure(structure: Hashable) -> str:
+    if structure == "*":
+        return "one array"
+    if structure[0] == "dict":
+        return f"a dict with keys {list(structure[1])}"
+    return f"a {structure[0]} of {len(structure[1])}"
+
+
+# -- recording --------------------------------------------------------------------------------
+
+class BodyRecorder(GraphRecorder):
+    """Records a body: a value of another graph among an op's inputs is a ``CaptureError``."""
+
+    def __init__(self, graph: Graph, what: str) -> None:
+        super().__init__(graph)
+        self.what = what
+
+    def _type(self, op: Any, x: Any) -> TensorType:
+        if (isinstance(x, GraphValue) and not self.owns(x)) or (
+                not isinstance(x, GraphValue) and is_symbolic(x)):
+            raise capture_error(self.what, x)
+        return super()._type(op, x)
+
+
+def trace_body(fn: Callable[..., Any], types: Sequence[TensorType], what: str, *,
+               samediff: Callable[[], Any] | None = None) -> tuple[Graph, Hashable]:
+    """Record ``fn`` on placeholders ``x0, x1...`` of ``types`` into a new frozen graph whose
+    ``outputs`` are its results; returns the graph and the results' pytree structure.
+
+    ``samediff``: make a fresh ``SameDiff`` and call ``fn(sd, [placeholders])`` on it instead
+    (ND4J's ``ifCond`` lambdas), recording into that SameDiff's graph."""
+    token = CURRENT_TRACE.set(None)  # ops of closed-over eager values run (become constants)
+    try:
+        if samediff is None:
+            rec = BodyRecorder(Graph(), what)
+            args = [rec.add(VariableType.PLACEHOLDER, t, f"x{i}") for i, t in enumerate(types)]
+            result = fn(*args)
+            graph, owns = rec.graph, rec.owns
+        else:
+            sd = samediff()
+            args = [sd.placeholder(f"x{i}", t.dtype, *t.shape) for i, t in enumerate(types)]
+            result = fn(sd, args)
+            graph = sd.graph.copy()
+            owns = (lambda v: getattr(v, "sd", None) is sd)
+    finally:
+        CURRENT_TRACE.reset(token)
+    leaves, structure = flatten(result)
+    names = []
+    for leaf in leaves:
+        if isinstance(leaf, GraphValue) and owns(leaf):
+            names.append(leaf.name)
+        elif is_symbolic(leaf):
+            raise capture_error(what, leaf)
+        elif leaf is None or isinstance(leaf, OpSurface) and not isinstance(leaf, NDArray):
+            raise OpError(f"{what}: returned {type(leaf).__name__} {leaf!r}; a body returns "
+                          f"arrays (or tuples/lists/dicts of them)")
+        else:  # an eager value: a constant of the body
+            arr = as_numpy(leaf).copy()
+            name = graph.unique("constant")
+            graph.add_var(name, VariableType.CONSTANT, TensorType(arr.shape, arr.dtype), arr)
+            names.append(name)
+    if not names:
+        raise OpError(f"{what}: returned no arrays; a body returns at least one")
+    graph.set_outputs(*names)
+    return graph.freeze(), structure
+
+
+# -- running ----------------------------------------------------------------------------------
+
+class _Runner:
+    """What running one frozen body needs, computed once per body object."""
+
+    def __init__(self, body: Graph) -> None:
+        self.outputs = list(body.outputs)
+        self.nodes = body.needed(self.outputs)
+        used = {i for n in self.nodes for i in n.inputs} | set(self.outputs)
+        self.inputs = [(n, n in used, body.vars[n]) for n in body.inputs]
+        self.constants = {n: (v.value.item() if v.ttype.weak else v.value)
+                          for n, v in body.vars.items() if v.value is not None and n in used}
+        self.vars = {n: body.vars[n] for n in used}
+        self.structure = Structure.of(self.nodes)
+
+
+_RUNNERS: dict[int, _Runner] = {}
+
+
+def _runner(body: Graph) -> _Runner:
+    runner = _RUNNERS.get(id(body))
+    if runner is None:
+        runner = _RUNNERS[id(body)] = _Runner(body)
+        weakref.finalize(body, _RUNNERS.pop, id(body), None)  # ids are reused after death
+    return runner
+
+
+def run_body(body: Graph, args: Sequence[Any]) -> list[Any]:
+    """Run the frozen ``body`` on ``args`` (one per input, in order) through the plan cache;
+    returns its outputs, never one of ``args`` or of the body's constants itself (a body
+    returning an input or a constant returns a copy: the caller may write to its result)."""
+    runner = _runner(body)
+    if len(args) != len(runner.inputs):
+        raise OpError(f"body takes {len(runner.inputs)} inputs, got {len(args)}")
+    values = dict(runner.constants)
+    for (name, used, var), a in zip(runner.inputs, args):
+        if used:
+            values[name] = a.item() if var.ttype.weak and isinstance(a, np.ndarray) else a
+    types = {k: runtime_type(runner.vars[k], v) for k, v in values.items()}
+    plan = typed_plan(runner.nodes, types, runner.outputs, structure=runner.structure)
+    outs = plan.execute([values[k] for k in plan.input_slots])
+    held = (*args, *runner.constants.values())  # the caller's arrays, the body's constants
+    return [np.array(o, copy=True) if any(o is a for a in held) else o for o in outs]
