@@ -24,7 +24,7 @@ from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: 
                      NdDTypeError, NdError, OpError, PlaceholderError, SaveError, SerializationError,
                      TracingError, UnknownOpError, UnknownVariableError, UnsafeFileError)
 from .autodiff import GradientError  # noqa: E402
-from .graph import Node, SameDiff, SDVariable, VariableType  # noqa: E402
+from .samediff import Node, SameDiff, SDVariable, VariableType  # noqa: E402
 from .init import WeightInit  # noqa: E402
 from . import control  # noqa: E402  (its ops, e.g. cond, join the table: saved graphs load)
 from .evaluation import (ROC, Evaluation, EvaluationBinary, EvaluationError,  # noqa: E402

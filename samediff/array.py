@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .binding import WEAK_SCALARS
+from .arg_kinds import WEAK_SCALARS
 from .dtypes import DEFAULT_FLOAT, SUPPORTED, nd4j_name, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, OpIndexError, TracingError
 from .ops import REGISTRY, OpDef, TensorType

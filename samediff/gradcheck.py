@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .graph import SameDiff, VariableType
+from .samediff import SameDiff, VariableType
 from .ops import TensorType
 
 

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .array import explain_failure, type_of
-from .binding import WEAK_SCALARS
+from .arg_kinds import WEAK_SCALARS
 from .errors import OpError
 from .ir import needed_nodes
 

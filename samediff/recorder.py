@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .array import NDArray, as_numpy, bind, type_of
-from .binding import WEAK_SCALARS, is_array_like
+from .arg_kinds import WEAK_SCALARS, is_array_like
 from .errors import GraphError, OpError
 from .ir import Graph, VariableType
 from .ops import OpDef, TensorType

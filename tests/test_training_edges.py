@@ -10,7 +10,7 @@ import pytest
 from samediff import SameDiff, compiler
 from samediff.errors import UnknownVariableError
 from samediff.ir import VariableType
-from samediff.runtime import typed_plan
+from samediff.execution import typed_plan
 from samediff.ops import TensorType
 from samediff.training import TrainingConfig
 from samediff.training.listeners import CheckpointListener, EarlyStopping, LambdaListener

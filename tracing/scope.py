@@ -15,7 +15,7 @@ from typing import Any
 from samediff.array import CURRENT_TRACE
 from samediff.compiler.cache import PLAN_CACHE
 from samediff.errors import TracingError
-from samediff.graph import SameDiff
+from samediff.samediff import SameDiff
 
 from .trace import Trace
 

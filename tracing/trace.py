@@ -16,10 +16,10 @@ from typing import Any, Hashable
 import numpy as np
 
 from samediff.array import NDArray, as_numpy, type_of
-from samediff.binding import WEAK_SCALARS
+from samediff.arg_kinds import WEAK_SCALARS
 from samediff.compiler.cache import PLAN_CACHE, get_plan, shape_class, structural_key
 from samediff.errors import NdDTypeError, OpError, TracingError
-from samediff.graph import SameDiff
+from samediff.samediff import SameDiff
 from samediff.ir import Graph, Node
 from samediff.ops import OpDef, TensorType, get_op
 from samediff.surface import KEEP_IN_OPS

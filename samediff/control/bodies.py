@@ -10,7 +10,7 @@ graph (a traced array, a SameDiff variable) read by a body is a ``CaptureError``
 it as an operand (lifting captures into explicit inputs is the control-flow issue's job).
 
 ``run_body`` runs a frozen body on arrays: one plan from the one plan cache (``get_plan``
-through ``runtime.typed_plan``, keyed by the body's structure and the inputs' exact types), so
+through ``execution.typed_plan``, keyed by the body's structure and the inputs' exact types), so
 a body gets fused kernels like any graph, and the interpreter when the compiler declines.
 
 >>> import numpy as np
@@ -30,13 +30,13 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 from ..array import CURRENT_TRACE, NDArray, as_numpy, type_of
-from ..binding import WEAK_SCALARS
+from ..arg_kinds import WEAK_SCALARS
 from ..compiler.cache import Structure
 from ..errors import GraphError, OpError
 from ..ir import Graph, VariableType
 from ..ops import TensorType
 from ..recorder import GraphRecorder, GraphValue
-from ..runtime import runtime_type, typed_plan
+from ..execution import runtime_type, typed_plan
 from ..surface import OpSurface
 
 

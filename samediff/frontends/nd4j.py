@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..binding import is_array_like
+from ..arg_kinds import is_array_like
 from ..errors import ArgumentConflictError, OpError
 from ..ops.registry import OpDef
 from .cnn_config import OpConfig

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..binding import WEAK_SCALARS
+from ..arg_kinds import WEAK_SCALARS
 from ..dtypes import SUPPORTED
 from ..errors import ArgumentConflictError, OpError
 from ..ops import REGISTRY

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..errors import GraphError, PlaceholderError
 from ..ir import Graph, VariableType
-from ..runtime import check_feed, runtime_type, typed_plan
+from ..execution import check_feed, runtime_type, typed_plan
 from .config import TrainingConfig
 from .rollback import ModelSnapshot
 from .state import UpdaterState

@@ -40,7 +40,7 @@ from ..errors import TrainingError
 from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
 from ..ops import TensorType
 from ..recorder import GraphRecorder
-from ..runtime import check_feed, typed_plan
+from ..execution import check_feed, typed_plan
 from .config import TrainingConfig
 from ..training_forms import training_graph
 from .finite import all_finite

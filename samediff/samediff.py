@@ -38,7 +38,7 @@ from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
-from .runtime import check_feed, runtime_type, typed_plan
+from .execution import check_feed, runtime_type, typed_plan
 from .training.config import TrainingConfig
 from .training.history import History
 from .training.rollback import ModelSnapshot
