@@ -5,8 +5,9 @@
 ``pad_grad`` and ``split_like`` undo ``reshape``, ``strided_slice``, ``pad`` and ``concat``.
 Taking the target shape from an input rather than an attribute keeps gradients correct for
 ``-1`` (unknown) dims. Each helper's own gradient is again a table op (its partner, given in
-its definition below), so higher derivatives work. The modules whose rules use these ops
-(``reductions``, ``shape_ops``, ``slicing``, ``linalg``...) import this one: it sits below them.
+its definition below), so higher derivatives work. The modules whose rules lean on these ops
+(``reductions``, ``shape_ops``, ``slicing``) import this one, so it sits below them; a rule
+itself names ops through ``call.op``, which looks them up when the rule runs.
 """
 from __future__ import annotations
 
