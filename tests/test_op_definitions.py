@@ -27,7 +27,7 @@ def fake(**fields) -> OpDef:
     return OpDef(**{**base, **fields})
 
 
-# --- gradient rules: decided with the definition ---------------------------------------------------
+# --- gradient rules: decided with the definition --------------------------------------------
 
 def test_an_op_is_registered_only_with_its_gradient_decision():
     with pytest.raises(ValueError, match="no gradient decision.*grad=NONDIFF"):
@@ -56,7 +56,7 @@ def test_nothing_attaches_rules_or_mutates_definitions_after_the_fact():
                              text), f"{path.name} rebuilds definitions with dataclasses.replace"
 
 
-# --- epilogue facts ---------------------------------------------------------------------------------
+# --- epilogue facts ---------------------------------------------------------------------------
 
 def test_epilogue_and_activation_facts_are_validated():
     assert any("does not have" in p for p in check_op(fake(epilogue="activation")))

@@ -5,9 +5,9 @@
 ``pad_grad`` and ``split_like`` undo ``reshape``, ``strided_slice``, ``pad`` and ``concat``.
 Taking the target shape from an input rather than an attribute keeps gradients correct for
 ``-1`` (unknown) dims. Each helper's own gradient is again a table op (its partner, given in
-its definition below), so higher derivatives work. The modules whose rules lean on these ops
-(``reductions``, ``shape_ops``, ``slicing``) import this one, so it sits below them; a rule
-itself names ops through ``call.op``, which looks them up when the rule runs.
+its definition below), so higher derivatives work. The modules whose rules lean on these
+ops (``reductions``, ``shape_ops``, ``slicing``, ``linalg``) import this one, so it sits below
+them; a rule itself names ops through ``call.op``, which looks them up when the rule runs.
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ define("pad_grad", ["g", "like"], _pad_grad_infer, _pad_grad,
            "shape it was copied from (mirrored copies accumulate; constant padding is dropped).")
 define("split_like", ["*xs"], _split_like_infer, _split_like, multi_output=True, view=True,
        attrs={"axis": (Attr.INT, 0)}, **_HELPER,
-       grad=lambda ins, outs, gs, a: [
-           op.concat(*gs, axis=normalize_axis(a.axis, len(ins[0].shape)))] + [None] * (len(ins) - 1),
+       grad=lambda ins, outs, gs, a: [op.concat(*gs, axis=normalize_axis(a.axis, len(
+           ins[0].shape)))] + [None] * (len(ins) - 1),
        doc="Split ``xs[0]`` along ``axis`` into parts as long as ``xs[1:]`` are along it (run-"
            "time sizes): the adjoint of ``concat``.")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import forksafe
+from . import adjoints  # noqa: F401  (the rules use its broadcast_like and reduce_to_like)
 from .call import op
 from .matmul_kernels import matmul2d
 from .families import (Attr, REQUIRED, broadcast_shapes, normalize_axis, normalize_dims,

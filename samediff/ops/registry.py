@@ -27,6 +27,13 @@ Conventions
   on the values: operators, methods (``g * x.cos()``) and ``call.op`` for free functions. It is
   part of the op's definition (``grad=``; ``NONDIFF`` where no gradient flows): ``register``
   refuses an op without that decision, and nothing attaches rules afterwards.
+* ``training(inputs, attrs) -> (outputs, updates)``, also given with the definition, is the
+  op's training-mode form (``fit``, ``graph_scope(training=True)``,
+  ``nd.compile(training=True)`` record it in place of the op), written with ordinary ops like a
+  gradient rule (``x * op.dropout_mask(x, p=attrs.p)``). ``outputs`` stand for the op's
+  outputs; ``updates`` maps an input index to the value that input takes after a training step
+  (batch norm's running statistics): ``fit`` writes it into that input when the input is a
+  trainable-kind (VARIABLE) variable and does not train it by gradient.
 """
 from __future__ import annotations
 
@@ -305,10 +312,8 @@ class OpDef:
     stops_gradient: bool = False     # the gradient is zero by definition (stop_gradient), not
                                      # the derivative of ``impl``: finite differences disagree
     # -- training mode --
-    training: Any = None             # the op's training-mode form (dropout, batch_norm):
-                                     # form(inputs, attrs) -> (outputs, updates), written with
-                                     # ordinary ops like a gradient rule (``train_mode.py``);
-                                     # None: the op is the same in training
+    training: Any = None             # the op's training-mode form (dropout, batch_norm), see
+                                     # the module docstring; None: the same in training
     attrs_type: type = field(init=False, repr=False)
     default_attrs: Any = field(init=False, repr=False)
 
