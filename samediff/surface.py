@@ -18,7 +18,7 @@ from .frontends.numpy import (DTYPE_OPS, numpy_function, numpy_index, numpy_ufun
 from .errors import ArgumentConflictError, ConcretizationError, NdAttributeError, OpError
 from .ir import did_you_mean
 from .ops import REGISTRY, OpDef
-from .ops.shape_ops import index_to_spec
+from .ops.indexing import index_to_spec
 
 
 class OpSurface:

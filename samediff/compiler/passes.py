@@ -81,11 +81,9 @@ def draws_random(node: Any) -> bool:
     return any(draws_random(n) for _, g in node.op.body_graphs(node.attrs) for n in g.nodes)
 
 
-#: library ops that can apply an activation to their result in the same pass, and the
-#: attribute that names it (its other values are the activations it takes)
-EPILOGUE_ATTR = {"conv2d": "activation"}
-
-
+# Read from op facts, not op names: a node whose op declares ``activation`` (relu, when its
+# attributes match) folds into the producer of its input when that op declares an ``epilogue``
+# attribute, still "none", that takes the activation's name (conv2d's ``activation``).
 def fold_epilogues(nodes: Sequence[Any], outputs: Sequence[Any]) -> list:
     """``relu(conv2d(...))`` -> ``conv2d(..., activation="relu")`` when nothing else reads
     the convolution's own result: the kernel applies the relu while each slab of output is
@@ -99,18 +97,34 @@ def fold_epilogues(nodes: Sequence[Any], outputs: Sequence[Any]) -> list:
             readers[i] = readers.get(i, 0) + 1
     kept, fused = set(outputs), {}
     for n in nodes:
-        if n.op.name != "relu" or n.attrs.cutoff != 0.0:
+        act = n.op.activation
+        if act is None or not act.matches(n.attrs):
             continue
         src = n.inputs[0]
         p = producers.get(src)
-        attr = EPILOGUE_ATTR.get(p.op.name) if p is not None else None
+        attr = p.op.epilogue if p is not None else None
         if attr is None or getattr(p.attrs, attr) != "none" or readers[src] != 1 \
-                or src in kept or id(p) in fused:
+                or src in kept or id(p) in fused or not _takes(p.op, attr, act.name):
             continue
-        attrs = p.op.make_attrs({**vars(p.attrs), attr: "relu"})
+        attrs = p.op.make_attrs({**vars(p.attrs), attr: act.name})
         fused[id(p)] = replace(p, attrs=attrs, outputs=(n.outputs[0],) + p.outputs[1:])
         fused[id(n)] = None
     return [fused.get(id(n), n) for n in nodes if fused.get(id(n), n) is not None]
+
+
+def _takes(op: Any, attr: str, value: str) -> bool:
+    """Does ``op``'s attribute ``attr`` accept ``value`` (an activation its epilogue applies)?"""
+    kind, _ = op.attr_kinds[attr]
+    try:
+        return kind.coerce(value) == value
+    except (TypeError, ValueError):
+        return False
+
+
+def epilogue_of(node: Any) -> str:
+    """The activation a library node applies in its own pass (``"none"``: none)."""
+    attr = node.op.epilogue
+    return "none" if attr is None else getattr(node.attrs, attr)
 
 
 def protect_outputs(values: Sequence[Any], shared: Sequence[bool]) -> list[Any]:

@@ -25,7 +25,7 @@ from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
-from .passes import EPILOGUE_ATTR, fold_epilogues, protect_outputs, simplify
+from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
@@ -629,7 +629,7 @@ class CompiledPlan:
                 state = "fused" if s.kernels is not None else f"FALLBACK ({s.reason})"
                 lines.append(f"  kernel [{state}]: {s.describe()}")
             else:
-                act = getattr(s.attrs, EPILOGUE_ATTR.get(s.op.name, ""), "none")
+                act = epilogue_of(s)
                 lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else "")
                              + s.op.describe_bodies(s.attrs))
         return "\n".join(lines)

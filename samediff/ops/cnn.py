@@ -355,7 +355,7 @@ def _conv2d_grad(ins, outs, gs, a):
 
 _GROUP = {"namespace": "cnn", "method": False}
 define("conv2d", ["x", "w", "b?"], _conv_infer("conv2d"), _conv2d, attrs=CONV2D_OP,
-       grad=_conv2d_grad, **_GROUP,
+       grad=_conv2d_grad, epilogue="activation", **_GROUP,
        doc="2-D convolution (cross-correlation, as ND4J/PyTorch) of ``x`` with ``w`` plus the "
            "optional 1-D bias ``b``. Layouts: ``data_format`` NCHW|NHWC, ``weights_format`` "
            "HWIO ([kH, kW, iC, oC], ND4J) | OIHW (PyTorch/ONNX). ``activation=\"relu\"`` "

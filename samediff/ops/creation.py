@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .families import REQUIRED, Attr
-from .registry import TensorType, define
+from .registry import NONDIFF, TensorType, define
 
 _FLOAT32 = np.dtype(np.float32)
 _INT64 = np.dtype(np.int64)
@@ -97,7 +97,13 @@ def _like_infer(types: list[TensorType], a: Any) -> TensorType:
     return TensorType(x.shape, x.dtype if a.dtype is None else a.dtype)
 
 
-_NEW = {"namespace": "creation", "method": False}
+# Ops without array inputs have nothing to differentiate. The ``*_like`` ops read only x's
+# shape and dtype, never its values: x gets no gradient (None, rather than a materialized zero
+# array added into x's gradient), so a loss that reaches x only through them reports that x
+# "does not affect any loss" -- which is exactly true.
+_NEW = {"namespace": "creation", "method": False, "grad": NONDIFF}
+_LIKE = {"namespace": "creation", "method": False,
+         "grad": lambda ins, outs, gs, a: [None]}
 _SHAPE_DTYPE = {"shape": (Attr.INTS, REQUIRED), "dtype": (Attr.DTYPE, _FLOAT32)}
 _OPT_DTYPE = {"dtype": (Attr.OPT_DTYPE, None)}
 
@@ -124,12 +130,12 @@ define("eye", [], _eye_infer, lambda *, rows, cols, dtype: np.eye(rows, cols, dt
               "dtype": (Attr.DTYPE, _FLOAT32)}, **_NEW,
        doc="``rows x cols`` matrix with ones on the diagonal (``cols`` None = square).")
 define("zeros_like", ["x"], _like_infer, lambda x, *, dtype: np.zeros_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, type_only=True, **_NEW,
+       attrs=_OPT_DTYPE, type_only=True, **_LIKE,
        doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("ones_like", ["x"], _like_infer, lambda x, *, dtype: np.ones_like(x, dtype=dtype),
-       attrs=_OPT_DTYPE, type_only=True, **_NEW,
+       attrs=_OPT_DTYPE, type_only=True, **_LIKE,
        doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given.")
 define("full_like", ["x"], _like_infer,
        lambda x, *, value, dtype: np.full_like(x, value, dtype=dtype),
-       attrs={"value": (Attr.NUMBER, REQUIRED), **_OPT_DTYPE}, type_only=True, **_NEW,
+       attrs={"value": (Attr.NUMBER, REQUIRED), **_OPT_DTYPE}, type_only=True, **_LIKE,
        doc="``value`` with the shape of ``x`` and its dtype unless ``dtype`` is given.")

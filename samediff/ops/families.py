@@ -70,6 +70,27 @@ def numel(shape: Shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+PAD_MODES = ("constant", "reflect", "symmetric")
+
+
+def pad_shape(shape: Shape, paddings: Any, mode: str) -> Shape:
+    """Shape of ``pad(x, paddings, mode)`` for x of ``shape`` (checks paddings and mode)."""
+    if mode not in PAD_MODES:
+        raise ValueError(f"mode must be one of {PAD_MODES}, got {mode!r}")
+    pairs_ok = isinstance(paddings, tuple) and len(paddings) == len(shape) and all(
+        isinstance(p, tuple) and len(p) == 2 and all(type(v) is int and v >= 0 for v in p)
+        for p in paddings)
+    if not pairs_ok:
+        raise ValueError(f"paddings must be {len(shape)} (before, after) pairs of non-negative "
+                         f"ints, one per dim, got {paddings}")
+    out = []
+    for i, (d, (b, e)) in enumerate(zip(shape, paddings)):
+        if mode != "constant" and d == 0 and b + e:
+            raise ValueError(f"{mode} padding of dim {i} needs a non-empty dim")
+        out.append(d + b + e if d >= 0 else -1)
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------------------------
 # Dtype probing
 # --------------------------------------------------------------------------------------------
@@ -107,6 +128,12 @@ def _ufunc_into(ufunc: np.ufunc, out: np.ndarray, *inputs: Any) -> None:
 def unary_rule(fn: Callable[..., Any]) -> Callable[..., list]:
     """The gradient rule of a one-input op from ``fn(x, y, g, attrs) -> dx`` (``y`` the output)."""
     return lambda ins, outs, gs, a: [fn(ins[0], outs[0], gs[0], a)]
+
+
+def input_rule(fn: Callable[..., Any]) -> Callable[..., list]:
+    """The gradient rule of a one-input, one-output op from ``fn(x, g, attrs) -> dx`` (for
+    rules that do not read the output: shape ops)."""
+    return lambda ins, outs, gs, a: [fn(ins[0], gs[0], a)]
 
 
 def binary_rule(fn: Callable[..., Any]) -> Callable[..., list]:
@@ -148,8 +175,10 @@ def binary(name: str, impl: Callable, *, grad: Any = None, **meta: Any) -> OpDef
 REDUCE_ATTRS = {"dims": (Attr.DIMS, None), "keep_dims": (Attr.BOOL, False)}
 
 
-def reduction(name: str, impl: Callable, *, attrs: dict | None = None, **meta: Any) -> OpDef:
-    """A reduction over ``dims`` (None = all) with ``keep_dims``; dtype from numpy rules."""
+def reduction(name: str, impl: Callable, *, attrs: dict | None = None, grad: Any = None,
+              **meta: Any) -> OpDef:
+    """A reduction over ``dims`` (None = all) with ``keep_dims``; dtype from numpy rules.
+    ``grad=fn(x, y, g, attrs) -> dx`` (``y`` the result, ``g`` of its shape) or ``NONDIFF``."""
     op: OpDef
 
     def infer(types: list[TensorType], a: Any) -> TensorType:
@@ -158,8 +187,9 @@ def reduction(name: str, impl: Callable, *, attrs: dict | None = None, **meta: A
         (dtype,) = probe_dtypes(op, a, _signature(types), (("dims", None), ("keep_dims", False)))
         return TensorType(shape, dtype)
 
+    rule = unary_rule(grad) if callable(grad) else grad
     op = define(name, ["x"], infer, impl, attrs={**REDUCE_ATTRS, **(attrs or {})},
-                reduction=True, **meta)
+                reduction=True, grad=rule, **meta)
     return op
 
 
@@ -180,5 +210,6 @@ def same_type(types: list[TensorType], attrs: Any) -> TensorType:
 
 
 __all__ = ["REQUIRED", "Attr", "broadcast_shapes", "normalize_axis", "normalize_dims",
-           "reduce_shape", "numel", "probe_dtypes", "elementwise", "unary", "binary",
-           "reduction", "probed_infer", "same_type", "unary_rule", "binary_rule"]
+           "reduce_shape", "numel", "pad_shape", "PAD_MODES", "probe_dtypes", "elementwise",
+           "unary", "binary", "reduction", "probed_infer", "same_type", "unary_rule",
+           "input_rule", "binary_rule"]

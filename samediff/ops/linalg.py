@@ -6,11 +6,15 @@ over our helper thread (``kernels.matmul``: why). No Python loops.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..kernels import forksafe, lazy
+from . import adjoints  # noqa: F401  (the rules use its broadcast_like and reduce_to_like)
 from .call import op
-from .families import Attr, REQUIRED, broadcast_shapes, normalize_axis, probed_infer, reduce_shape
+from .families import (Attr, REQUIRED, broadcast_shapes, normalize_axis, normalize_dims,
+                       probed_infer, reduce_shape)
 from .registry import TensorType, define
 
 M = lazy("matmul")  # the private-BLAS kernels (and Numba) load on the first matmul
@@ -67,12 +71,47 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     return np.swapaxes(out, -1, -2) if transpose_result and out.ndim >= 2 else out
 
 
+# --- gradient rules: given with each op (grad=), written with table ops (call.op) -------------
+
+def _swap_last2_of(t: Any) -> Any:
+    n = len(t.shape)
+    return op.permute(t, dims=(*range(n - 2), n - 1, n - 2))
+
+
+def matmul_grads(x: Any, y: Any, g: Any, tx: bool = False, ty: bool = False,
+                 tr: bool = False) -> tuple[Any, Any]:
+    """Gradients of ``matmul(x, y, transpose_x=tx, transpose_y=ty, transpose_result=tr)``.
+
+    With ``A = op(x)``, ``B = op(y)`` and ``C = A @ B``: ``dA = G B^T``, ``dB = A^T G``; the
+    transposes are folded into matmul's flags. 1-D operands are promoted like numpy (x to a
+    row, y to a column) and the added dim is squeezed again; broadcast batch dims are summed by
+    the engine."""
+    if tr and len(g.shape) >= 2:  # numpy semantics: the result transpose needs rank >= 2
+        g = _swap_last2_of(g)
+    x1, y1 = len(x.shape) == 1, len(y.shape) == 1
+    if x1:
+        x, tx, g = op.expand_dims(x, axis=0), False, op.expand_dims(g, axis=-1 if y1 else -2)
+    if y1:
+        y, ty, g = op.expand_dims(y, axis=-1), False, op.expand_dims(g, axis=-1)
+    dx = (op.matmul(y, g, transpose_x=ty, transpose_y=True) if tx
+          else op.matmul(g, y, transpose_y=not ty))
+    dy = (op.matmul(g, x, transpose_x=True, transpose_y=tx) if ty
+          else op.matmul(x, g, transpose_x=not tx))
+    if x1:
+        dx = op.squeeze(dx, axis=(-2,))
+    if y1:
+        dy = op.squeeze(dy, axis=(-1,))
+    return dx, dy
+
+
 _MM_ATTRS = {"transpose_x": (Attr.BOOL, False), "transpose_y": (Attr.BOOL, False),
              "transpose_result": (Attr.BOOL, False)}
 define("matmul", ["x", "y"],
        probed_infer("matmul", lambda xs, ys, a: matmul_shape(
            xs, ys, a.transpose_x, a.transpose_y, a.transpose_result)),
        _matmul, attrs=_MM_ATTRS, namespace="base",
+       grad=lambda ins, outs, gs, a: list(matmul_grads(
+           ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)),
        doc="Matrix product with numpy ``matmul`` semantics (batch dims broadcast, 1-D "
            "operands allowed); the transposes swap the last two dims.")
 
@@ -104,11 +143,34 @@ def _tensor_mmul(x, y, *, dims_x, dims_y):
     return np.tensordot(x, y, axes=(list(dims_x), list(dims_y)))
 
 
+def _tensor_mmul_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    """Contract ``g`` with the other operand over its free dims, then permute the result (free
+    dims first, contracted dims in ascending order of the other operand) back into place."""
+    x, y = ins
+    g, rx, ry = gs[0], len(x.shape), len(y.shape)
+    ax = [normalize_axis(d, rx) for d in a.dims_x]
+    ay = [normalize_axis(d, ry) for d in a.dims_y]
+    fx = [i for i in range(rx) if i not in ax]
+    fy = [j for j in range(ry) if j not in ay]
+    dx = op.tensor_mmul(g, y, dims_x=tuple(range(len(fx), len(fx) + len(fy))), dims_y=tuple(fy))
+    dy = op.tensor_mmul(x, g, dims_x=tuple(fx), dims_y=tuple(range(len(fx))))
+    perm_x = [fx.index(i) if i in fx else len(fx) + sorted(ay).index(ay[ax.index(i)])
+              for i in range(rx)]
+    perm_y = [len(ax) + fy.index(j) if j in fy else sorted(ax).index(ax[ay.index(j)])
+              for j in range(ry)]
+    return [_permuted(dx, perm_x), _permuted(dy, perm_y)]
+
+
+def _permuted(t: Any, perm: list) -> Any:
+    return t if perm == sorted(perm) else op.permute(t, dims=tuple(perm))
+
+
 # An outer product (no contracted dims) works for any probe shapes and has the same dtype rule.
 define("tensor_mmul", ["x", "y"],
        probed_infer("tensor_mmul", tensor_mmul_shape, (("dims_x", ()), ("dims_y", ()))),
        _tensor_mmul, attrs={"dims_x": (Attr.INTS, REQUIRED), "dims_y": (Attr.INTS, REQUIRED)},
        namespace="linalg",
+       grad=_tensor_mmul_grad,
        doc="Tensor contraction ``numpy.tensordot(x, y, axes=(dims_x, dims_y))``: x's free "
            "dims, then y's free dims.")
 
@@ -119,10 +181,21 @@ def _dot(x, y, *, dims):
     return np.sum(np.multiply(x, y), axis=dims)
 
 
+def _dot_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    x, y = ins
+    g = gs[0]
+    if a.dims is not None:  # restore the reduced dims as size 1 (dims of the broadcast shape)
+        for d in normalize_dims(a.dims, max(len(x.shape), len(y.shape))):
+            g = op.expand_dims(g, axis=d)
+    # a reduced dim where the other operand has size 1 must still get x's size: broadcast
+    return [op.broadcast_like(g * y, x), op.broadcast_like(g * x, y)]
+
+
 define("dot", ["x", "y"],
        probed_infer("dot", lambda xs, ys, a: reduce_shape(broadcast_shapes(xs, ys), a.dims, False),
                     (("dims", None),)),
        _dot, attrs={"dims": (Attr.DIMS, None)}, namespace="linalg",
+       grad=_dot_grad,
        doc="``sum(x * y)`` over ``dims`` after broadcasting (ND4J semantics; dims=None "
            "reduces everything to a scalar).")
 

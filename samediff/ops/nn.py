@@ -4,6 +4,8 @@ bias_add and linear.
 Constants are Python floats (weak under NEP 50), so float32 inputs give float32 outputs.
 ``row_kernel=`` declares the row anchors: ops the compiler computes row by row over the last
 axis, together with the elementwise ops that feed and consume them (``compiler/rowwise.py``).
+Each op's gradient rule is given with it (``grad=``, written with table ops on graph values);
+``batch_norm``'s training form (``training=``) is ``batch_norm_train`` (``train_mode.py``).
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..kernels import forksafe
+from .call import op
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
-from .linalg import matmul_shape
+from .linalg import matmul_grads, matmul_shape
 from .registry import AttrKind, RowKernel, define
 
 Shape = tuple[int, ...]
@@ -67,6 +70,28 @@ def _along(p, rank: int, axis: int):
     return np.reshape(p, shape)
 
 
+# --- gradient helpers -------------------------------------------------------------------------
+
+def _placed(p: Any, rank: int, axes: tuple[int, ...]) -> Any:
+    """A parameter whose dims sit (right-aligned) on ``axes`` of a rank-``rank`` array, with
+    size-1 dims inserted elsewhere (nn.py's placement, built with expand_dims: no static
+    sizes). Scalars broadcast as they are."""
+    if not p.shape:
+        return p
+    covered = axes[len(axes) - len(p.shape):]
+    for q in range(rank):  # ascending: each insert leaves the later positions right
+        if q not in covered:
+            p = op.expand_dims(p, axis=q)
+    return p
+
+
+def _sum_except(t: Any, keep: tuple[int, ...]) -> Any:
+    """``t`` summed over every dim not in ``keep`` (parameter gradients; the engine then sums
+    leading or size-1 dims down to the parameter's own shape)."""
+    rest = tuple(i for i in range(len(t.shape)) if i not in keep)
+    return op.sum(t, dims=rest) if rest else t
+
+
 # --- softmax / log_softmax --------------------------------------------------------------------
 
 def _shifted(x, dim: int):
@@ -98,15 +123,27 @@ def _dim_shape(xs: Shape, a) -> Shape:
     return xs
 
 
+def _softmax_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    y, gy = outs[0], gs[0] * outs[0]
+    return [gy - y * op.sum(gy, dims=(a.dim,), keep_dims=True)]
+
+
+def _log_softmax_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    g = gs[0]
+    return [g - op.exp(outs[0]) * op.sum(g, dims=(a.dim,), keep_dims=True)]
+
+
 _DIM = {"dim": (Attr.INT, -1)}
 define("softmax", ["x"], probed_infer("softmax", _dim_shape, (("dim", 0),)), _softmax,
        attrs=_DIM, namespace="nn", row_kernel=RowKernel("softmax", axis="dim"),
+       grad=_softmax_grad,
        doc="``exp(x) / sum(exp(x))`` along ``dim``, shifted by the "
        "max for stability (a slice holding +inf or NaN gives NaN; a size-0 ``dim``, an empty "
        "result).")
 define("log_softmax", ["x"], probed_infer("log_softmax", _dim_shape, (("dim", 0),)),
        _log_softmax, attrs=_DIM, namespace="nn",
        row_kernel=RowKernel("log_softmax", axis="dim"),
+       grad=_log_softmax_grad,
        doc="``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability (edge "
        "values as softmax).")
 
@@ -184,10 +221,40 @@ def _layer_norm_shape(xs: Shape, *params_and_attrs) -> Shape:
     return xs
 
 
+def _layer_norm_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    """``xhat = (x - mean) * rstd``; ``dx = rstd * (gp - mean(gp) - xhat * mean(gp * xhat))``
+    with ``gp = g * gain`` and means over the normalized dims (biased variance).
+
+    The statistics are the forward pass's (float64 for float32 x, see ``nn._stats_dtype``),
+    without full-size float64 temporaries (they cost more than the arithmetic): ``xhat`` is
+    the op itself with gain 1 (a row kernel), and the variance is the float64 mean of the
+    squares of ``x - m`` (cast, squared and summed per element by one fused reduction) around
+    x's mean ``m`` in x's dtype -- ``x - m`` is exact near the mean, and the rounding of ``m``
+    adds ``(mean - m)**2``, relative ``((mean - m) / std)**2``: a few 1e-7 for a float32 row
+    whose spread is 1e-4 of its offset."""
+    x, gain, g = ins[0], ins[1], gs[0]
+    rank = len(x.shape)
+    axes = normalize_dims(a.dims, rank)
+    dt = np.dtype(x.dtype)
+    wide = _stats_dtype(dt)
+    xhat = op.layer_norm(x, 1.0, dims=a.dims, epsilon=a.epsilon)
+    d = x - op.mean(x, dims=axes, keep_dims=True)
+    d = d if wide == dt else op.cast(d, dtype=wide)
+    rstd = op.rsqrt(op.mean(d * d, dims=axes, keep_dims=True) + a.epsilon)
+    if wide != dt and dt.kind == "f":
+        rstd = op.cast(rstd, dtype=dt)
+    gp = g * _placed(gain, rank, axes)
+    dx = rstd * (gp - op.mean(gp, dims=axes, keep_dims=True)
+                 - xhat * op.mean(gp * xhat, dims=axes, keep_dims=True))
+    grads = [dx, _sum_except(g * xhat, axes)]
+    return grads + ([_sum_except(g, axes)] if len(ins) > 2 else [])
+
+
 define("layer_norm", ["x", "gain", "bias?"],
        probed_infer("layer_norm", _layer_norm_shape, (("dims", (0,)),)), _layer_norm,
        attrs={"dims": (Attr.INTS, (-1,)), "epsilon": (Attr.FLOAT, 1e-5)}, namespace="nn",
        row_kernel=RowKernel("normalize", axis="dims", epsilon="epsilon"),
+       grad=_layer_norm_grad,
        doc="Normalize over ``dims`` to mean 0 / (biased) variance 1, then "
        "``* gain + bias``; gain/bias span the normalized dims (right-aligned, broadcastable). "
        "Statistics in float64 for float32 x (no overflow up to 3.4e38).")
@@ -246,10 +313,33 @@ def _batch_norm_infer_shape(xs: Shape, *params_and_attrs) -> Shape:
     return batch_norm_shape(xs, params, a.axis)
 
 
+def _batch_norm_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    x, mean, variance, gamma, _ = ins
+    g, rank = gs[0], len(ins[0].shape)
+    ax = normalize_axis(a.axis, rank)
+
+    def along(p: Any) -> Any:
+        return _placed(p, rank, (ax,))
+    rstd = op.rsqrt(along(variance) + a.epsilon)
+    xc = x - along(mean)
+    dx = g * along(gamma) * rstd
+    return [dx, -_sum_except(dx, (ax,)), -0.5 * _sum_except(dx * xc * rstd * rstd, (ax,)),
+            _sum_except(g * xc * rstd, (ax,)), _sum_except(g, (ax,))]
+
+
+def _batch_norm_training(ins: list, a: Any) -> tuple[list, dict]:
+    # batch_norm_train is defined in train_mode.py (above this module): ``op`` finds it by
+    # name when the form runs, like any op a gradient rule uses
+    y, new_mean, new_var = op.batch_norm_train(*ins, epsilon=a.epsilon, axis=a.axis,
+                                               momentum=a.momentum)
+    return [y], {1: new_mean, 2: new_var}
+
+
 define("batch_norm", ["x", "mean", "variance", "gamma", "beta"],
        probed_infer("batch_norm", _batch_norm_infer_shape, (("axis", 0),)), _batch_norm,
        attrs={"epsilon": (Attr.FLOAT, 1e-5), "axis": (Attr.INT, -1),
               "momentum": (MOMENTUM, 0.9)}, namespace="nn",
+       grad=_batch_norm_grad, training=_batch_norm_training,
        doc="Batch norm ``(x - mean) / sqrt(variance + epsilon) * gamma + beta`` with 1-D "
        "parameters applied along ``axis``, using the running ``mean``/``variance``. In "
        "training mode (``fit``...) it is ``batch_norm_train``: batch statistics, and the "
@@ -269,10 +359,16 @@ def _bias_add(x, b, *, nchw):
     return np.add(x, _along(b, x.ndim, _bias_axis(x.ndim, nchw)))
 
 
+def _bias_add_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    rank = len(ins[0].shape)
+    return [gs[0], _sum_except(gs[0], (1 if a.nchw else rank - 1,))]
+
+
 define("bias_add", ["x", "b"],
        probed_infer("bias_add", lambda xs, bs, a: _vector(bs, "b", xs, _bias_axis(len(xs), a.nchw)),
            (("nchw", False),)),
        _bias_add, attrs={"nchw": (Attr.BOOL, False)}, namespace="nn",
+       grad=_bias_add_grad,
        doc="``x + b`` with the 1-D bias along dim 1 (``nchw=True``) or the last dim.")
 
 
@@ -290,6 +386,13 @@ def _linear_shape(xs: Shape, ws: Shape, *rest) -> Shape:
     return _vector(bs[0], "b", out, len(out) - 1, "x @ w") if bs else out
 
 
+def _linear_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    dx, dw = matmul_grads(ins[0], ins[1], gs[0])
+    return [dx, dw] + ([gs[0]] if len(ins) > 2 else [])
+
+
 define("linear", ["x", "w", "b?"], probed_infer("linear", _linear_shape), _linear,
-       namespace="nn", doc="Dense layer ``x @ w + b`` with ``w`` of shape (in, out) and 1-D "
+       namespace="nn",
+       grad=_linear_grad,
+       doc="Dense layer ``x @ w + b`` with ``w`` of shape (in, out) and 1-D "
        "``b`` of length out (ND4J's linear / xwPlusB).")

@@ -14,7 +14,7 @@ import numpy as np
 from .. import random_state
 from .creation import check_static_shape
 from .families import REQUIRED, Attr
-from .registry import TensorType, define
+from .registry import NONDIFF, TensorType, define
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -86,7 +86,7 @@ def _random_op(name: str, sample, check, params: dict, doc: str) -> None:
         out = sample(random_state.generator(), **attrs)
         return np.asarray(out).astype(attrs["dtype"], copy=False)
 
-    define(name, [], infer, impl, namespace="random", method=False, random=True,
+    define(name, [], infer, impl, namespace="random", method=False, random=True, grad=NONDIFF,
            attrs={"shape": (Attr.INTS, REQUIRED), **params, "dtype": (Attr.DTYPE, _FLOAT32)},
            doc=doc)
 

@@ -5,7 +5,8 @@ serialization key), input names, typed static attributes, shape/dtype inference,
 implementation, the gradient rule, and the facts the compiler and the tests need, declared as
 flags and plain data rather than kept in name sets elsewhere: ``elementwise``, ``reduction``,
 ``view``..., the scalar expression of a fusable op (``scalar``), how a fused kernel folds a
-reduction (``accumulate``) and which row-kernel variant computes a row anchor (``row_kernel``).
+reduction (``accumulate``), which row-kernel variant computes a row anchor (``row_kernel``),
+and which activation a library op can apply to its own result (``epilogue``, ``activation``).
 The eager API, the array/variable methods, the SameDiff namespaces, the serializer, the
 compiler and the tests are all generated from ``REGISTRY``; the table declares, the compiler
 reads (this package never imports ``samediff.compiler``).
@@ -23,7 +24,16 @@ Conventions
   the elementwise math function for the kernel's dtype (``exp_f32``/``exp_f64``, see
   ``compiler/mathlib.py``). Kernels also see ``math``, ``np``, ``f32`` and ``f64``.
 * ``grad(inputs, outputs, grads, attrs) -> [gradient per input]`` is written with ordinary ops
-  on the values: operators, methods (``g * x.cos()``) and ``call.op`` for free functions.
+  on the values: operators, methods (``g * x.cos()``) and ``call.op`` for free functions. It is
+  part of the op's definition (``grad=``; ``NONDIFF`` where no gradient flows): ``register``
+  refuses an op without that decision, and nothing attaches rules afterwards.
+* ``training(inputs, attrs) -> (outputs, updates)``, also given with the definition, is the
+  op's training-mode form (``fit``, ``graph_scope(training=True)``,
+  ``nd.compile(training=True)`` record it in place of the op), written with ordinary ops like a
+  gradient rule (``x * op.dropout_mask(x, p=attrs.p)``). ``outputs`` stand for the op's
+  outputs; ``updates`` maps an input index to the value that input takes after a training step
+  (batch norm's running statistics): ``fit`` writes it into that input when the input is a
+  trainable-kind (VARIABLE) variable and does not train it by gradient.
 """
 from __future__ import annotations
 
@@ -225,6 +235,21 @@ class RowKernel:
             raise ValueError(f"row kernel variant {self.variant!r} is not one of {self.VARIANTS}")
 
 
+@dataclass(frozen=True)
+class Activation:
+    """A one-input elementwise op that is the activation ``name`` when its attributes hold the
+    values ``when`` (``(attribute, value)`` pairs): relu is ``"relu"`` when ``cutoff == 0``.
+    An op declaring an ``epilogue`` attribute that takes ``name`` applies the activation to
+    its own result in the same pass, so plans fold ``act(producer(...))`` into the producer."""
+
+    name: str
+    when: tuple[tuple[str, Any], ...] = ()
+
+    def matches(self, attrs: Any) -> bool:
+        """Is the op, with these attributes, this activation?"""
+        return all(getattr(attrs, k) == v for k, v in self.when)
+
+
 # --------------------------------------------------------------------------------------------
 # OpDef
 # --------------------------------------------------------------------------------------------
@@ -266,6 +291,11 @@ class OpDef:
     unfused: str = ""                # why an elementwise op has no scalar expression
     accumulate: Accumulator | None = None  # a reduction the compiler fuses with its input chain
     row_kernel: RowKernel | None = None    # a row anchor (softmax, layer_norm...)
+    epilogue: str | None = None      # the attribute naming an activation the op applies to its
+                                     # own result in the same pass ("none": none; conv2d's
+                                     # ``activation``): plans fold a following activation in
+    activation: Activation | None = None  # the op is that activation (relu), foldable into an
+                                     # ``epilogue`` producer that takes its name
     # -- in-place updates (x.addi(y)) --
     into: Callable[..., Any] | None = None  # into(out, *inputs, **attrs) writes the result into
                                      # ``out`` as np.copyto(out, impl(...), casting="same_kind")
@@ -277,7 +307,7 @@ class OpDef:
                                      # the derivative of ``impl``: finite differences disagree
     # -- training mode --
     training: Any = None             # the op's training-mode form (dropout, batch_norm), see
-                                     # ``deftraining``; None: the op is the same in training
+                                     # the module docstring; None: the same in training
     # -- sub-graphs --
     bodies: tuple[str, ...] = ()     # the graph-valued (Attr.GRAPH) attributes this op runs
                                      # (cond's then_body/else_body): the compiler keeps the node
@@ -478,6 +508,21 @@ def describe(types: Sequence[TensorType]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Gradient rules (STYLE §1, like autograd's defvjp): each op's ``grad`` is given in its own
+# definition (``define(..., grad=rule)``, or a family factory's ``grad=``), never attached later.
+# ``rule(inputs, outputs, grads, attrs) -> [grad per input]`` gets the values of the graph being
+# differentiated and uses ordinary ops on them (operators, methods, ``call.op.where(...)``),
+# which record into that graph: the backward pass is an ordinary graph and can be
+# differentiated again. ``call.op`` looks ops up by name when the rule runs, so a rule may use
+# ops defined in later modules. A rule returns ``None`` for an input that gets no gradient.
+# --------------------------------------------------------------------------------------------
+
+#: ``op.grad`` value for ops through which no gradient flows (integer/bool results, random and
+#: creation ops). Asking for a gradient that can only flow through such ops is an error.
+NONDIFF = "none"
+
+
+# --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
 
@@ -485,11 +530,18 @@ REGISTRY: dict[str, OpDef] = {}
 
 
 def register(op: OpDef) -> OpDef:
+    """Add ``op`` to the table. Its gradient decision is part of its definition: a rule or
+    ``NONDIFF`` is given with the op (``grad=``), never attached later, so the table is whole
+    (and frozen) the moment a module has defined its ops."""
     if op.name in REGISTRY:
         raise ValueError(f"op {op.name!r} is defined twice")
     if op.namespace not in GROUPS:
         raise ValueError(f"op {op.name!r}: unknown group (namespace=) {op.namespace!r}; "
                          f"one of {GROUPS}")
+    if op.grad is None:
+        raise ValueError(f"op {op.name!r}: no gradient decision; define it with grad=<rule> "
+                         f"(rule(inputs, outputs, grads, attrs) -> [grad per input]) or "
+                         f"grad=NONDIFF")
     REGISTRY[op.name] = op
     return op
 
@@ -499,50 +551,6 @@ def define(name: str, inputs: Sequence[str], infer: Callable, impl: Callable, *,
     """Define and register one op. ``attrs`` maps name -> (kind, default or REQUIRED)."""
     return register(OpDef(name=name, inputs=tuple(inputs), attr_kinds=dict(attrs or {}),
                           infer=infer, impl=impl, **meta))
-
-
-# --------------------------------------------------------------------------------------------
-# Gradient rules (STYLE §1, like autograd's defvjp): attached to the op's ``grad`` slot.
-# --------------------------------------------------------------------------------------------
-
-#: ``op.grad`` value for ops through which no gradient flows (integer/bool results, random and
-#: creation ops). Asking for a gradient that can only flow through such ops is an error.
-NONDIFF = "none"
-
-
-def defgrad(name: str, rule: Callable[..., Any]) -> None:
-    """Attach a gradient rule ``rule(inputs, outputs, grads, attrs) -> [grad per input]``.
-
-    The values are graph variables of the graph being differentiated; rules use ordinary ops on
-    them (operators, methods, ``call.op.where(...)``), which record into that graph, so the
-    backward pass is an ordinary graph and can be differentiated again. Return ``None`` for an
-    input that gets no gradient (e.g. integer indices). Ops may also pass ``grad=`` to
-    ``define`` (or to the family factories) instead."""
-    op = get_op(name)
-    if op.grad is not None:
-        raise ValueError(f"op {name!r} already has a gradient rule")
-    object.__setattr__(op, "grad", rule)
-
-
-def deftraining(name: str, form: Callable[..., Any]) -> None:
-    """Attach a training-mode form: ``form(inputs, attrs) -> (outputs, updates)``.
-
-    In training mode (``fit``, ``graph_scope(training=True)``, ``nd.compile(training=True)``)
-    the op is replaced by what ``form`` records, written with ordinary ops on the input values
-    like a gradient rule (``x * op.dropout_mask(x, p=attrs.p)``). ``outputs`` stand for the
-    op's outputs; ``updates`` maps an input index to the value that input takes after a
-    training step (batch norm's running statistics): ``fit`` writes it into that input when
-    the input is a trainable-kind (VARIABLE) variable and does not train it by gradient."""
-    op = get_op(name)
-    if op.training is not None:
-        raise ValueError(f"op {name!r} already has a training form")
-    object.__setattr__(op, "training", form)
-
-
-def nondifferentiable(*names: str) -> None:
-    """Mark ops through which no gradient flows."""
-    for name in names:
-        object.__setattr__(get_op(name), "grad", NONDIFF)
 
 
 def get_op(name: str) -> OpDef:

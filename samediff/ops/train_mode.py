@@ -1,8 +1,8 @@
 """Ops that behave differently while training: ``dropout`` and ``batch_norm``.
 
 A model has one graph; *training mode* is a transform of it, not a second model. An op with a
-training form (``deftraining``, an ``OpDef`` fact) is replaced, in training mode, by what the
-form records with ordinary ops:
+training form (``training=`` in its definition, an ``OpDef`` fact) is replaced, in training
+mode, by what the form records with ordinary ops:
 
 * ``dropout(x, p)`` is the identity at inference (``sd.output()``, plain eager calls). In
   training it becomes ``x * dropout_mask(x, p)``: ``dropout_mask`` is a random op drawing 1/p
@@ -45,9 +45,8 @@ import numpy as np
 from .. import random_state
 from .call import op
 from .families import normalize_axis, unary
-from .grads_structural import _placed, _sum_except
-from .nn import MOMENTUM, _along, batch_norm_shape, bn_params_fit
-from .registry import NONDIFF, Attr, AttrKind, TensorType, define, deftraining
+from .nn import MOMENTUM, _along, _placed, _sum_except, batch_norm_shape, bn_params_fit
+from .registry import NONDIFF, Attr, AttrKind, TensorType, define
 
 
 def _probability(v: Any) -> float:
@@ -74,6 +73,7 @@ unary("dropout", lambda x, *, p: np.array(_require_float(x), copy=True),
       scalar=lambda e, x: f"({x})",
       exact=True, attrs={"p": (KEEP, 0.5)}, namespace="nn", method=False,
       grad=lambda x, y, g, a: g,
+      training=lambda ins, a: ([ins[0] * op.dropout_mask(ins[0], p=a.p)], {}),
       doc="Inverted dropout with ``p`` the probability of *keeping* a value (ND4J's "
       "convention, not PyTorch's): the identity at inference, ``x * dropout_mask(x, p)`` in "
       "training mode (``fit``, ``graph_scope(training=True)``, ``nd.compile(training=True)``).")
@@ -98,8 +98,6 @@ define("dropout_mask", ["x"], _dropout_mask_infer, _dropout_mask, attrs={"p": (K
        doc="A mask shaped like ``x``: ``1/p`` with probability ``p`` (keep), else 0, in x's "
        "dtype (only x's shape and dtype are read). ``x * dropout_mask(x, p)`` is training "
        "dropout.")
-
-deftraining("dropout", lambda ins, a: ([ins[0] * op.dropout_mask(ins[0], p=a.p)], {}))
 
 
 # --- batch norm in training --------------------------------------------------------------------
@@ -173,12 +171,3 @@ define("batch_norm_train", ["x", "mean", "variance", "gamma", "beta"], _bn_train
        "every dim but ``axis``, then ``* gamma + beta``; returns ``(y, new_mean, new_var)``, "
        "the running statistics moved toward the batch's: ``momentum * old + (1 - momentum) * "
        "batch``.")
-
-
-def _batch_norm_training(ins: list, a: Any) -> tuple[list, dict]:
-    y, new_mean, new_var = op.batch_norm_train(*ins, epsilon=a.epsilon, axis=a.axis,
-                                               momentum=a.momentum)
-    return [y], {1: new_mean, 2: new_var}
-
-
-deftraining("batch_norm", _batch_norm_training)

@@ -2,7 +2,8 @@
 not deep inside a user's graph.
 
 Besides the shape of each definition (names, inputs, attribute defaults, a gradient rule or an
-explicit ``NONDIFF``), the declared facts must agree with each other:
+explicit ``NONDIFF`` -- given with the op, which ``registry.register`` already insists on), the
+declared facts must agree with each other:
 
 * an elementwise op has a scalar expression (it is fusable) or says why not (``unfused=``);
   only elementwise ops (and shape adjoints such as ``broadcast_like``) have expressions, and an
@@ -13,6 +14,8 @@ explicit ``NONDIFF``), the declared facts must agree with each other:
   ``accumulate`` rule, and a row anchor's ``axis``/``epsilon`` name attributes it has;
 * elementwise ops and reductions have one output; random ops are not differentiable;
 * ``bodies`` name graph-valued (``Attr.GRAPH``) attributes.
+* an ``epilogue`` names an attribute defaulting to ``"none"``; an ``activation`` is a one-input
+  elementwise op whose ``when`` names attributes it has.
 """
 from __future__ import annotations
 
@@ -57,8 +60,8 @@ def check_op(op: OpDef) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - report any failure as a table problem
             problems.append(f"default of {attr!r} is invalid for {kind}: {exc}")
     if op.grad is None:
-        problems.append("has no gradient rule and is not marked non-differentiable "
-                        "(use defgrad or nondifferentiable)")
+        problems.append("has no gradient rule and is not marked non-differentiable: give its "
+                        "definition grad=<rule> or grad=NONDIFF")
     elif op.grad != NONDIFF and not callable(op.grad):
         problems.append("grad must be a callable rule or NONDIFF")
     return problems + check_facts(op)
@@ -101,6 +104,22 @@ def check_facts(op: OpDef) -> list[str]:
                             "output")
     if op.random and op.grad not in (None, NONDIFF):
         problems.append("a random op cannot have a gradient rule")
+    if op.training is not None and not callable(op.training):
+        problems.append("training must be a callable form(inputs, attrs) -> (outputs, updates)")
+    if op.epilogue is not None:
+        kind = op.attr_kinds.get(op.epilogue)
+        if kind is None:
+            problems.append(f"epilogue names attribute {op.epilogue!r} the op does not have")
+        elif kind[1] != "none":
+            problems.append(f"the epilogue attribute {op.epilogue!r} must default to \"none\" "
+                            f"(no activation)")
+    act = op.activation
+    if act is not None:
+        if not (op.elementwise and len(op.inputs) == 1):
+            problems.append("an activation is a one-input elementwise op")
+        missing = [k for k, _ in act.when if k not in op.attr_kinds]
+        if missing:
+            problems.append(f"activation names attribute(s) {missing} the op does not have")
     for body in op.bodies:
         if op.attr_kinds.get(body, (None,))[0] is not Attr.GRAPH:
             problems.append(f"bodies names {body!r}, which is not a graph-valued (Attr.GRAPH) "

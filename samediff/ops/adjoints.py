@@ -1,20 +1,30 @@
-"""Ops that gradient rules need: adjoints of shape ops against a run-time shape.
+"""Adjoint ops: what gradient rules use to undo a shape op against a run-time shape.
 
 ``reduce_to_like(g, x)`` sums ``g`` down to ``x``'s shape (the adjoint of broadcasting) and
 ``broadcast_like(g, x)`` broadcasts ``g`` up to it. ``reshape_like``, ``slice_grad``,
 ``pad_grad`` and ``split_like`` undo ``reshape``, ``strided_slice``, ``pad`` and ``concat``.
 Taking the target shape from an input rather than an attribute keeps gradients correct for
-``-1`` (unknown) dims; every helper's own gradient is again a table op, so higher derivatives
-work.
+``-1`` (unknown) dims. Each helper's own gradient is again a table op (its partner, given in
+its definition below), so higher derivatives work. The modules whose rules lean on these
+ops (``reductions``, ``shape_ops``, ``slicing``, ``linalg``) import this one, so it sits below
+them; a rule itself names ops through ``call.op``, which looks them up when the rule runs.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .families import REQUIRED, Attr, broadcast_shapes, normalize_axis, numel
+from typing import Any, Callable
+
+from .call import op
+from .families import REQUIRED, Attr, broadcast_shapes, normalize_axis, numel, pad_shape
 from .indexing import indexed_shape, spec_to_index
 from .registry import TensorType, define
-from .shape_ops import _pad_shape as pad_shape
+
+
+def like_only(fn: Callable[[Any, Any, Any], Any]) -> Callable[..., list]:
+    """The rule of a helper ``op(x, like)`` from ``fn(x, g, attrs) -> dx``: ``like`` only
+    lends its shape, so it gets no gradient."""
+    return lambda ins, outs, gs, a: [fn(ins[0], gs[0], a), None]
 
 
 def _reduce_to_like(g, like):
@@ -44,20 +54,22 @@ def _broadcast_infer(types, attrs):
 
 
 define("reduce_to_like", ["g", "like"], _reduce_infer, _reduce_to_like, namespace="base",
-       method=False, shape_adjoint=True, view=True, doc="Sum ``g`` over the dims that broadcasting added relative to "
-                         "``like``'s shape (the adjoint of broadcasting).")
+       method=False, shape_adjoint=True, view=True,
+       grad=like_only(lambda x, g, a: op.broadcast_like(g, x)),
+       doc="Sum ``g`` over the dims that broadcasting added relative to ``like``'s shape (the "
+           "adjoint of broadcasting).")
 # in a kernel, broadcasting is just how ``g`` is indexed; ``like`` only gives the shape (its
 # unused element load is dead code to LLVM)
 define("broadcast_like", ["g", "like"], _broadcast_infer,
        lambda g, like: np.array(np.broadcast_to(g, np.broadcast_shapes(np.shape(g), np.shape(like)))),
        namespace="base", method=False, shape_adjoint=True, scalar=lambda e, g, like: g,
-       exact=True,
+       exact=True, grad=like_only(lambda x, g, a: op.reduce_to_like(g, x)),
        doc="Broadcast ``g`` against ``like``'s shape (result has ``g``'s dtype).")
 
 
 # --- runtime-shape helpers of the shape-op gradients ---------------------------------------
 # Each takes the target shape from a ``like`` input (so -1 dims are fine) and is the adjoint of
-# a shape op; their own gradients are in ``grads_structural.py``.
+# a shape op; its own gradient is that shape op.
 
 def _reshape_like_infer(types, attrs):
     g, like = types
@@ -140,16 +152,21 @@ def _split_like(g, *likes, axis):
 _HELPER = {"namespace": "base", "method": False}
 define("reshape_like", ["g", "like"], _reshape_like_infer,
        lambda g, like: np.reshape(g, np.shape(like)), shape_adjoint=True, view=True, **_HELPER,
+       grad=like_only(lambda x, g, a: op.reshape_like(g, x)),
        doc="``g`` reshaped (C order) to ``like``'s run-time shape; result has ``g``'s dtype.")
 define("slice_grad", ["g", "like"], _slice_grad_infer, _slice_grad,
        attrs={"index": (Attr.NESTED, REQUIRED)}, **_HELPER,
+       grad=like_only(lambda x, g, a: op.strided_slice(g, index=a.index)),
        doc="Zeros of ``like``'s shape with ``g`` written at ``[index]`` (a ``strided_slice`` "
            "spec): the adjoint of ``strided_slice``.")
 define("pad_grad", ["g", "like"], _pad_grad_infer, _pad_grad,
        attrs={"paddings": (Attr.NESTED, REQUIRED), "mode": (Attr.STR, "constant")}, **_HELPER,
+       grad=like_only(lambda x, g, a: op.pad(g, paddings=a.paddings, mode=a.mode)),
        doc="The adjoint of ``pad``: each element of ``g`` summed into the element of ``like``'s "
            "shape it was copied from (mirrored copies accumulate; constant padding is dropped).")
 define("split_like", ["*xs"], _split_like_infer, _split_like, multi_output=True, view=True,
        attrs={"axis": (Attr.INT, 0)}, **_HELPER,
+       grad=lambda ins, outs, gs, a: [op.concat(*gs, axis=normalize_axis(a.axis, len(
+           ins[0].shape)))] + [None] * (len(ins) - 1),
        doc="Split ``xs[0]`` along ``axis`` into parts as long as ``xs[1:]`` are along it (run-"
            "time sizes): the adjoint of ``concat``.")
