@@ -1,5 +1,5 @@
-"""Samples of the 1-D/3-D/global pooling ops (``cnn_pooling.py``) and the layout ops and LRN
-(``cnn_layout.py``), added to ``op_samples.SAMPLES`` like ``op_samples_cnn.py``'s rows.
+"""Samples of the 1-D/3-D/global pooling ops (``cnn_pooling.py``), the layout ops
+(``cnn_layout.py``) and LRN (``cnn_lrn.py``), added to ``op_samples.SAMPLES`` like ``op_samples_cnn.py``'s rows.
 
 References are written from the definitions with explicit Python loops over output
 positions (small shapes), never with the ops: output ``o`` of an axis reads input ``o *
@@ -236,7 +236,7 @@ def lrn_ref(x, *, alpha, beta, bias, depth, data_format):
 # --- the rows -------------------------------------------------------------------------------------
 
 def cnn_layout_samples(S) -> dict:
-    """The rows of the ops of ``cnn_pooling.py`` and ``cnn_layout.py`` (``S`` is
+    """The rows of the ops of ``cnn_pooling.py``, ``cnn_layout.py`` and ``cnn_lrn.py`` (``S`` is
     ``op_samples.Sample``)."""
     SAMPLES: dict = {}
     _P1 = [  # (x, attrs, output shape)

@@ -1,14 +1,8 @@
-"""Convolution and pooling ops (the ``cnn`` group: ``sd.cnn`` / ``nd.cnn``), ND4J's conventions.
+"""Convolution ops (the ``cnn`` group: ``sd.cnn`` / ``nd.cnn``), ND4J's conventions.
 
 * ``conv2d(x, w, b?)``: ``data_format`` ``"NCHW"`` (ND4J's default) or ``"NHWC"``; weights
   ``"HWIO"`` (ND4J's ``[kH, kW, iC, oC]``, the default) or ``"OIHW"`` (PyTorch/ONNX).
   ``conv1d(x, w, b?)``: ``"NCW"``/``"NWC"``, weights ``"WIO"`` (``[k, iC, oC]``) or ``"OIW"``.
-* ``max_pooling2d(x)``, ``avg_pooling2d(x)``: ``kernel`` (required), ``stride`` (default 1, as
-  ND4J's ``Pooling2DConfig``). Padding never takes part: max ignores it and avg divides by
-  the taps inside the image (ND4J's default divisor); ``count_include_pad=True`` divides by
-  the whole window. Geometry whose windows would hold only padding (padding over half the
-  kernel, or a dilated window straddling the input) is refused (``check_windows``), in
-  every spatial rank.
 * Attributes: ``stride``/``dilation`` an int or a pair, ``padding`` an int, a pair,
   ``"valid"`` (= 0) or ``"same"`` (ND4J's ``isSameMode``: ``out = ceil(in / stride)``, the odd
   padding after). The attribute names are the keyword form's (``nd.cnn.conv2d(x, w,
@@ -20,9 +14,8 @@
 
 Gradients use helper ops, each the adjoint of its op and linear in ``g``:
 ``conv2d_input_grad(g, w, x)``, ``conv2d_weight_grad(x, g, w)`` (the last input lends only its
-run-time shape, so -1 dims are fine), ``max_pooling2d_grad(x, g)``, ``avg_pooling2d_grad(g, x)``.
-The conv helpers and ``avg_pooling2d_grad`` are differentiable again (their rules are conv2d
-and the other helper: bilinear forms); ``max_pooling2d_grad`` is not (NONDIFF). ``conv1d``
+run-time shape, so -1 dims are fine); they are differentiable again (their rules are conv2d
+and the other helper: bilinear forms). Pooling, in every spatial rank, is in ``cnn_pooling.py``. ``conv1d``
 differentiates through the 2-D helpers on a size-1 height. Grouped convolutions run the
 kernels once per group (``_grouped``); the helpers take the same ``groups``.
 """
@@ -36,7 +29,7 @@ from ..errors import OpError
 from ..kernels import geometry as G, lazy
 from .call import op
 from .cnn_attrs import choice, padding, window
-from .registry import NONDIFF, REQUIRED, Attr, TensorType, define
+from .registry import Attr, TensorType, define
 
 K = lazy("cnn")  # the kernels (and Numba) load on the first convolution or pooling run
 
@@ -56,9 +49,7 @@ CONV1D = {"stride": (window(1), 1), "padding": (padding(1), 0),
           "dilation": (window(1), 1), "groups": (Attr.INT, 1),
           "data_format": (choice("NCW", "NWC"), "NCW"),
           "weights_format": (choice("WIO", "OIW"), "WIO")}
-POOL2D = {"kernel": (PAIR, REQUIRED), "stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)),
-          "dilation": (PAIR, (1, 1)), "data_format": (choice("NCHW", "NHWC"), "NCHW")}
-AVG2D = {**POOL2D, "count_include_pad": (Attr.BOOL, False)}
+
 
 
 # --- shape and dtype inference ------------------------------------------------------------------
@@ -209,26 +200,6 @@ def check_windows(name: str, sizes: tuple[int, ...], kernel: tuple, stride: tupl
                           f"use a smaller dilation or padding, or a larger input")
 
 
-def pool_infer(name: str):
-    """Inference of a 1-, 2- or 3-D pooling op (the spatial rank is the layout's)."""
-    def infer(types: list[TensorType], a: Any) -> TensorType:
-        x = types[0]
-        dtype = float_dtype(name, types[:1], ("x",))
-        n = len(a.data_format) - 2
-        check_rank(name, x, n + 2, "x", a.data_format)
-        axes, _ = spatial_axes(a.data_format)
-        kernel, stride, dilation = (as_tuple(v, n) for v in (a.kernel, a.stride, a.dilation))
-        padding = as_tuple(a.padding, n)
-        out = list(x.shape)
-        for i, ax in enumerate(axes):
-            out[ax] = _out_size(x.shape[ax], kernel[i], stride[i], dilation[i],
-                                "same" if padding == "same" else padding[i])
-        check_windows(name, tuple(x.shape[ax] for ax in axes), kernel, stride, padding,
-                      dilation)
-        return TensorType(tuple(out), dtype)
-    return infer
-
-
 def _like_infer(name: str, like: int, labels: tuple[str, ...]):
     """Inference of a gradient helper: the shape of input ``like``, the float dtype of the
     inputs named by ``labels`` (the leading ones)."""
@@ -245,21 +216,6 @@ def guard(*arrays) -> None:
     ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
     if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None):
         raise TypeError("unsupported input (see the op's inference)")
-
-
-def pool_guard(x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
-               data_format: str) -> None:
-    """``guard`` for a pooling impl: also its rank and windows (``check_windows``)."""
-    guard(x)
-    n = len(data_format) - 2
-    if np.ndim(x) != n + 2:
-        raise TypeError("unsupported input (see the op's inference)")
-    axes, _ = spatial_axes(data_format)
-    try:
-        check_windows("", tuple(np.shape(x)[ax] for ax in axes), as_tuple(kernel, n),
-                      as_tuple(stride, n), as_tuple(padding, n), as_tuple(dilation, n))
-    except OpError:
-        raise TypeError("unsupported input (see the op's inference)") from None
 
 
 def _cf(fmt: str) -> bool:
@@ -409,45 +365,3 @@ CONV1D_OP = define("conv1d", ["x", "w", "b?"], _conv_infer("conv1d"), _conv1d, a
                    grad=_conv1d_grad, **_GROUP,
                    doc="1-D convolution of ``x`` (NCW|NWC) with ``w`` (WIO: [k, iC, oC], "
                        "ND4J | OIW) plus the optional bias ``b``.")
-
-
-# --- pooling ------------------------------------------------------------------------------------
-
-def _max_pool(x, *, kernel, stride, padding, dilation, data_format):
-    pool_guard(x, kernel, stride, padding, dilation, data_format)
-    return K.max_pool(np.asarray(x), kernel, stride, padding, dilation, _cf(data_format))
-
-
-def _max_pool_grad(x, g, *, kernel, stride, padding, dilation, data_format):
-    return K.max_pool_grad(np.asarray(x), np.asarray(g), kernel, stride, padding, dilation,
-                           _cf(data_format))
-
-
-def _avg_pool(x, *, kernel, stride, padding, dilation, data_format, count_include_pad):
-    pool_guard(x, kernel, stride, padding, dilation, data_format)
-    return K.avg_pool(np.asarray(x), kernel, stride, padding, dilation, count_include_pad,
-                      _cf(data_format))
-
-
-def _avg_pool_grad(g, like, *, kernel, stride, padding, dilation, data_format,
-                   count_include_pad):
-    return K.avg_pool_grad(np.asarray(g), np.shape(like), kernel, stride, padding, dilation,
-                           count_include_pad, _cf(data_format))
-
-
-define("max_pooling2d", ["x"], pool_infer("max_pooling2d"), _max_pool, attrs=POOL2D,
-       grad=lambda ins, outs, gs, a: [op.max_pooling2d_grad(ins[0], gs[0], **_attrs(a))],
-       **_GROUP, doc="Max over each ``kernel`` window (padding never wins).")
-define("max_pooling2d_grad", ["x", "g"], _like_infer("max_pooling2d_grad", 0, ("x", "g")),
-       _max_pool_grad, attrs=POOL2D, grad=NONDIFF, **_GROUP,
-       doc="The adjoint of ``max_pooling2d``: each window's ``g`` sent to the input that won "
-           "it (the first in row-major order among equal maxima). Not differentiable again.")
-define("avg_pooling2d", ["x"], pool_infer("avg_pooling2d"), _avg_pool, attrs=AVG2D,
-       grad=lambda ins, outs, gs, a: [op.avg_pooling2d_grad(gs[0], ins[0], **_attrs(a))],
-       **_GROUP, doc="Mean over each ``kernel`` window; the divisor counts the taps inside the "
-                     "image (ND4J's default) or, with ``count_include_pad``, the whole window.")
-define("avg_pooling2d_grad", ["g", "like"], _like_infer("avg_pooling2d_grad", 1, ("g",)),
-       _avg_pool_grad, attrs=AVG2D, **_GROUP,
-       grad=lambda ins, outs, gs, a: [op.avg_pooling2d(gs[0], **_attrs(a)), None],
-       doc="The adjoint of ``avg_pooling2d``: ``g`` spread evenly back over each window, to an "
-           "array of ``like``'s shape.")

@@ -1,4 +1,4 @@
-"""Layout ops of the ``cnn`` group: upsampling, im2col/col2im, space/depth/batch moves, LRN.
+"""Layout ops of the ``cnn`` group: upsampling, im2col/col2im, space/depth/batch moves.
 
 * ``upsampling2d(x)`` / ``upsampling3d(x)``: nearest-neighbour, each spatial axis repeated
   ``scale`` times (an int for every axis, or one per axis); ``data_format`` NCHW|NHWC /
@@ -17,14 +17,8 @@
   *rest]`` (channels last, as ND4J): ``blocks`` one int per spatial axis; ``paddings`` /
   ``crops`` a ``(begin, end)`` pair per spatial axis (default zeros). The output batch index
   is ``(i_1 * b_2 + i_2) * batch + n`` for block offsets ``i`` (TF's order). Mutual adjoints.
-* ``local_response_normalization(x)``: ``x / (bias + alpha * sum(x**2 over channels c -
-  depth .. c + depth)) ** beta`` (TensorFlow's/libnd4j's ``depth`` is the half-width; no
-  division of alpha by the window size, unlike PyTorch), channels on axis 1 (NCHW, ND4J's
-  default) or last (NHWC). Its gradient uses ``lrn_window_sum`` (linear and symmetric, so
-  its own adjoint).
-
 Layout ops accept any dtype (they move values, except the sums of the adjoints and of
-``col2im``); LRN is float-only. Everything is numpy reshapes/transposes/strided slices; loops
+``col2im``). Everything is numpy reshapes/transposes/strided slices; loops
 run over kernel taps at most.
 """
 from __future__ import annotations
@@ -36,7 +30,7 @@ import numpy as np
 from ..errors import OpError
 from ..kernels import geometry as G
 from .call import op
-from .cnn import PADDING, PAIR, _attrs, check_rank, float_dtype, _out_size
+from .cnn import PADDING, PAIR, _attrs, check_rank, _out_size
 from .cnn_attrs import choice, window
 from .registry import REQUIRED, Attr, AttrKind, TensorType, define
 
@@ -432,58 +426,3 @@ define("batch_to_space", ["x"], _b2s_infer, _batch_to_space, **_GROUP,
                                                         paddings=a.crops)],
        doc="TF/ND4J ``batchToSpace``, the inverse of ``space_to_batch``: batch blocks back into "
            "the spatial axes, then ``crops`` ((begin, end) per spatial axis) cut off.")
-
-
-# --- local response normalization ----------------------------------------------------------------
-
-LRN = {"alpha": (Attr.FLOAT, 1.0), "beta": (Attr.FLOAT, 0.5), "bias": (Attr.FLOAT, 1.0),
-       "depth": (window(1, 0), 5),
-       "data_format": (choice("NCHW", "NHWC"), "NCHW")}
-WINDOW_SUM = {k: LRN[k] for k in ("depth", "data_format")}
-
-
-def _lrn_infer(name: str):
-    def infer(types: list[TensorType], a: Any) -> TensorType:
-        x = types[0]
-        dtype = float_dtype(name, types[:1], ("x",))
-        if x.rank < 2:
-            raise OpError(f"{name}: x must have a batch and a channel axis ({a.data_format}), "
-                          f"got shape {x.shape}")
-        return TensorType(x.shape, dtype)
-    return infer
-
-
-def _window_sum(x, *, depth, data_format):
-    x = np.asarray(x)
-    if x.dtype.kind != "f" or x.ndim < 2:
-        raise TypeError("unsupported input (see the op's inference)")
-    ax = 1 if _cf(data_format) else x.ndim - 1
-    pad = [(0, 0)] * x.ndim
-    pad[ax] = (depth, depth)
-    win = np.lib.stride_tricks.sliding_window_view(np.pad(x, pad), 2 * depth + 1, axis=ax)
-    return win.sum(axis=-1)
-
-
-def _lrn(x, *, alpha, beta, bias, depth, data_format):
-    x = np.asarray(x)
-    d = bias + alpha * _window_sum(x * x, depth=depth, data_format=data_format)
-    return x * d ** -beta
-
-
-def _lrn_grad(ins, outs, gs, a):
-    x, g = ins[0], gs[0]
-    kw = {"depth": a.depth, "data_format": a.data_format}
-    d = op.lrn_window_sum(x * x, **kw) * a.alpha + a.bias
-    p = d ** -a.beta
-    back = op.lrn_window_sum(g * x * p / d, **kw)
-    return [g * p - x * back * (2.0 * a.alpha * a.beta)]
-
-
-define("lrn_window_sum", ["x"], _lrn_infer("lrn_window_sum"), _window_sum, attrs=WINDOW_SUM,
-       **_GROUP, grad=lambda ins, outs, gs, a: [op.lrn_window_sum(gs[0], **_attrs(a))],
-       doc="Sum over the channels ``c - depth .. c + depth`` (zeros beyond the ends) of ``x``: "
-           "the window of ``local_response_normalization``; linear and its own adjoint.")
-define("local_response_normalization", ["x"], _lrn_infer("local_response_normalization"), _lrn,
-       attrs=LRN, grad=_lrn_grad, **_GROUP,
-       doc="ND4J's ``localResponseNormalization``: ``x / (bias + alpha * sum of x**2 over "
-           "channels c - depth .. c + depth) ** beta``; channels on axis 1 (NCHW) or last.")

@@ -1,4 +1,11 @@
-"""1-D, 3-D and global pooling (the ``cnn`` group), with ND4J's conventions as in ``cnn.py``.
+"""Pooling ops of the ``cnn`` group, every spatial rank: 2-D, 1-D, 3-D and global, with ND4J's
+conventions as in ``cnn.py``.
+
+* ``max_pooling2d(x)``, ``avg_pooling2d(x)``: ``kernel`` (required), ``stride`` (default 1, as
+  ND4J's ``Pooling2DConfig``), ``padding``/``dilation`` as ``conv2d``'s, ``data_format`` NCHW
+  (default) or NHWC; compiled kernels (``kernels/cnn.py``). Geometry whose windows would hold
+  only padding (padding over half the kernel, or a dilated window straddling the input) is
+  refused (``check_windows``), in every spatial rank.
 
 * ``max_pooling1d(x)``, ``avg_pooling1d(x)``: ``data_format`` ``"NCW"`` (ND4J's default) or
   ``"NWC"``; ``kernel`` (required), ``stride`` (default 1), ``padding`` an int, ``"valid"``
@@ -32,7 +39,9 @@ import numpy as np
 from ..errors import OpError
 from ..kernels import geometry as G
 from .call import op
-from .cnn import _attrs, _like_infer, as_tuple, float_dtype, pool_guard, pool_infer
+from ..kernels import lazy
+from .cnn import (PADDING, PAIR, _attrs, _cf, _like_infer, _out_size, as_tuple, check_rank,
+                  check_windows, float_dtype, guard, spatial_axes)
 from .cnn_attrs import choice, padding, window
 from .registry import NONDIFF, REGISTRY, REQUIRED, Attr, AttrKind, TensorType, define
 
@@ -47,10 +56,95 @@ def _window(n: int, fmt: tuple[str, ...]) -> dict:
             "data_format": (choice(*fmt), fmt[0])}
 
 
+POOL2D = {"kernel": (PAIR, REQUIRED), "stride": (PAIR, (1, 1)), "padding": (PADDING, (0, 0)),
+          "dilation": (PAIR, (1, 1)), "data_format": (choice("NCHW", "NHWC"), "NCHW")}
+AVG2D = {**POOL2D, "count_include_pad": (Attr.BOOL, False)}
 POOL1D = _window(1, ("NCW", "NWC"))
 POOL3D = _window(3, ("NCDHW", "NDHWC"))
 AVG1D = {**POOL1D, "count_include_pad": (Attr.BOOL, False)}
 AVG3D = {**POOL3D, "count_include_pad": (Attr.BOOL, False)}
+
+_GROUP = {"namespace": "cnn", "method": False}
+K = lazy("cnn")  # the 2-D kernels (and Numba) load on the first pooling run
+
+
+def pool_infer(name: str):
+    """Inference of a 1-, 2- or 3-D pooling op (the spatial rank is the layout's)."""
+    def infer(types: list[TensorType], a: Any) -> TensorType:
+        x = types[0]
+        dtype = float_dtype(name, types[:1], ("x",))
+        n = len(a.data_format) - 2
+        check_rank(name, x, n + 2, "x", a.data_format)
+        axes, _ = spatial_axes(a.data_format)
+        kernel, stride, dilation = (as_tuple(v, n) for v in (a.kernel, a.stride, a.dilation))
+        padding = as_tuple(a.padding, n)
+        out = list(x.shape)
+        for i, ax in enumerate(axes):
+            out[ax] = _out_size(x.shape[ax], kernel[i], stride[i], dilation[i],
+                                "same" if padding == "same" else padding[i])
+        check_windows(name, tuple(x.shape[ax] for ax in axes), kernel, stride, padding,
+                      dilation)
+        return TensorType(tuple(out), dtype)
+    return infer
+
+
+def pool_guard(x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any,
+               data_format: str) -> None:
+    """``guard`` for a pooling impl: also its rank and windows (``check_windows``)."""
+    guard(x)
+    n = len(data_format) - 2
+    if np.ndim(x) != n + 2:
+        raise TypeError("unsupported input (see the op's inference)")
+    axes, _ = spatial_axes(data_format)
+    try:
+        check_windows("", tuple(np.shape(x)[ax] for ax in axes), as_tuple(kernel, n),
+                      as_tuple(stride, n), as_tuple(padding, n), as_tuple(dilation, n))
+    except OpError:
+        raise TypeError("unsupported input (see the op's inference)") from None
+
+
+# --- 2-D pooling: compiled kernels (kernels/cnn.py), split over the helper thread ------------------------------------------------------------------------------------
+
+def _max_pool2d(x, *, kernel, stride, padding, dilation, data_format):
+    pool_guard(x, kernel, stride, padding, dilation, data_format)
+    return K.max_pool(np.asarray(x), kernel, stride, padding, dilation, _cf(data_format))
+
+
+def _max_pool2d_grad(x, g, *, kernel, stride, padding, dilation, data_format):
+    return K.max_pool_grad(np.asarray(x), np.asarray(g), kernel, stride, padding, dilation,
+                           _cf(data_format))
+
+
+def _avg_pool2d(x, *, kernel, stride, padding, dilation, data_format, count_include_pad):
+    pool_guard(x, kernel, stride, padding, dilation, data_format)
+    return K.avg_pool(np.asarray(x), kernel, stride, padding, dilation, count_include_pad,
+                      _cf(data_format))
+
+
+def _avg_pool2d_grad(g, like, *, kernel, stride, padding, dilation, data_format,
+                   count_include_pad):
+    return K.avg_pool_grad(np.asarray(g), np.shape(like), kernel, stride, padding, dilation,
+                           count_include_pad, _cf(data_format))
+
+
+define("max_pooling2d", ["x"], pool_infer("max_pooling2d"), _max_pool2d, attrs=POOL2D,
+       grad=lambda ins, outs, gs, a: [op.max_pooling2d_grad(ins[0], gs[0], **_attrs(a))],
+       **_GROUP, doc="Max over each ``kernel`` window (padding never wins).")
+define("max_pooling2d_grad", ["x", "g"], _like_infer("max_pooling2d_grad", 0, ("x", "g")),
+       _max_pool2d_grad, attrs=POOL2D, grad=NONDIFF, **_GROUP,
+       doc="The adjoint of ``max_pooling2d``: each window's ``g`` sent to the input that won "
+           "it (the first in row-major order among equal maxima). Not differentiable again.")
+define("avg_pooling2d", ["x"], pool_infer("avg_pooling2d"), _avg_pool2d, attrs=AVG2D,
+       grad=lambda ins, outs, gs, a: [op.avg_pooling2d_grad(gs[0], ins[0], **_attrs(a))],
+       **_GROUP, doc="Mean over each ``kernel`` window; the divisor counts the taps inside the "
+                     "image (ND4J's default) or, with ``count_include_pad``, the whole window.")
+define("avg_pooling2d_grad", ["g", "like"], _like_infer("avg_pooling2d_grad", 1, ("g",)),
+       _avg_pool2d_grad, attrs=AVG2D, **_GROUP,
+       grad=lambda ins, outs, gs, a: [op.avg_pooling2d(gs[0], **_attrs(a)), None],
+       doc="The adjoint of ``avg_pooling2d``: ``g`` spread evenly back over each window, to an "
+           "array of ``like``'s shape.")
+
+
 
 
 def _geometry(a: Any) -> tuple[int, tuple, tuple, Any, tuple, bool]:
@@ -152,7 +246,6 @@ def _avg_pool_grad(g, like, *, count_include_pad, **attrs):
     return dx
 
 
-_GROUP = {"namespace": "cnn", "method": False}
 
 
 def _via(helper: str, order: str):
