@@ -23,7 +23,7 @@ from .array import NDArray, bind, create  # noqa: E402
 from .errors import (CorruptFileError, FormatVersionError, GraphError,  # noqa: E402
                      NdDTypeError, NdError, OpError, PlaceholderError, SaveError, SerializationError,
                      TracingError, UnknownOpError, UnknownVariableError, UnsafeFileError)
-from .autodiff import GradientError  # noqa: E402
+from .errors import GradientError  # noqa: E402
 from .samediff import Node, SameDiff, SDVariable, VariableType  # noqa: E402
 from .init import WeightInit  # noqa: E402
 from . import control  # noqa: E402  (its ops, e.g. cond, join the table: saved graphs load)

@@ -23,15 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import NdError
+from .errors import GradientError  # noqa: F401  (raised here; importers may take it from here)
 from .ir import Graph
 from .ops.call import op
 from .ops.registry import NONDIFF
 from .recorder import GraphRecorder, GraphValue
-
-
-class GradientError(NdError, ValueError):
-    """A gradient was asked for that cannot be computed (no path, non-differentiable op...)."""
 
 
 def _accumulate(parts: list) -> Any:

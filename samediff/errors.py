@@ -123,3 +123,7 @@ class NdAttributeError(NdError, AttributeError):
 
     def __str__(self) -> str:
         return f"{self.args[0]}{self._hint()}"
+
+
+class GradientError(NdError, ValueError):
+    """A gradient was asked for that cannot be computed (no path, non-differentiable op...)."""

@@ -33,7 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .array import CURRENT_TRACE, NDArray, bind, type_of
-from .autodiff import GradientError, grad as grad_transform
+from .autodiff import grad as grad_transform
+from .errors import GradientError
 from .ir import Graph, VariableType
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .array import bind
-from .autodiff import GradientError
+from .errors import GradientError
 from .functional import parse_argnums, tree_leaves, tree_map, value_and_grad
 from .ops import get_op
 

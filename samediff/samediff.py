@@ -25,7 +25,7 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, TypeVar
 import numpy as np
 
 from . import autodiff, serialize
-from .autodiff import GradientError
+from .errors import GradientError
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
 from .control import if_cond

@@ -26,12 +26,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import surface
 from .array import bind
-from .errors import OpError
+from .errors import GradientError, OpError
 from .frontends.nd4j import split_call
 from .ops import REGISTRY, Attr, OpDef, TensorType, define
 from .ops.call import op as _op
 from .ops.families import broadcast_shapes, probe_dtypes
-from .ops.registry import NONDIFF, AttrKind
+from .ops.registry import AttrKind
 from .ops.validate import check_op
 
 _KIND_OF = {bool: Attr.BOOL, int: Attr.INT, float: Attr.FLOAT, str: Attr.STR}
@@ -71,6 +71,23 @@ def table_rule(rule: Callable[..., list]) -> Callable[..., list]:
     return rule
 
 
+class UserGradient:
+    """The gradient rule of a UDF: a slot that ``@my_op.gradient`` fills after registration, so
+    the op's definition (a frozen ``OpDef``) never changes once in the table, and graphs
+    recorded before the rule was given use it too. Without a rule, differentiating through the
+    op is a ``GradientError`` naming it (never a silently dropped path)."""
+
+    def __init__(self, name: str, rule: Callable[..., list] | None) -> None:
+        self.name, self.rule = name, rule
+
+    def __call__(self, ins: list, outs: list, gs: list, attrs: Any) -> list:
+        if self.rule is None:
+            raise GradientError(f"user-defined op {self.name!r} declares no gradient; give it "
+                                f"one with @{self.name}.gradient (or gradient= when "
+                                f"registering it)")
+        return self.rule(ins, outs, gs, attrs)
+
+
 class UserOp:
     """The callable handle of a registered UDF: call it eagerly, decorate its gradient."""
 
@@ -88,7 +105,7 @@ class UserOp:
         written with existing ops on the values (operators, methods, ``samediff.ops.call.op``).
         A rule written the earlier way, ``rule(F, ins, outs, gs, attrs)``, still works (its
         ``F`` is ``op``)."""
-        object.__setattr__(self.op, "grad", table_rule(rule))
+        self.op.grad.rule = table_rule(rule)
         return rule
 
     def __repr__(self) -> str:
@@ -113,7 +130,7 @@ def register(name: str, forward: Callable[..., Any], *, inputs: Sequence[str] = 
     kinds = _property_kinds(properties or {})
     op = define(name, list(inputs), infer or _elementwise_infer(name), forward, attrs=kinds,
                 namespace="udf", doc=doc or (forward.__doc__ or f"User-defined op {name}.").strip(),
-                grad=table_rule(gradient) if gradient is not None else NONDIFF)
+                grad=UserGradient(name, table_rule(gradient) if gradient is not None else None))
     problems = check_op(op)
     if problems:
         del REGISTRY[name]

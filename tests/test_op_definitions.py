@@ -52,6 +52,10 @@ def test_nothing_attaches_rules_or_mutates_definitions_after_the_fact():
         targets = re.findall(r"object\.__setattr__\((\w+)", text)
         assert all(t == "self" for t in targets) and (not targets or path.name == "registry.py"), \
             f"{path.name} sets fields of a frozen object: {targets}"
+    # ... and nothing above the table does either (UDFs keep their rule in a slot of their own)
+    for path in root.parent.rglob("*.py"):
+        targets = re.findall(r"object\.__setattr__\(([\w.]+)", path.read_text())
+        assert all(t == "self" for t in targets), f"{path.name} sets fields of {targets}"
         assert not re.search(r"dataclasses\.replace\(|from dataclasses import .*\breplace\b",
                              text), f"{path.name} rebuilds definitions with dataclasses.replace"
 
