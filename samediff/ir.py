@@ -49,6 +49,9 @@ class VariableType(str, Enum):
     ARRAY = "ARRAY"
 
 
+_ARRAY = VariableType.ARRAY
+
+
 @dataclass(frozen=True, eq=False)
 class Node:
     """One op application: ``outputs = op(*inputs, **attrs)``. Inputs and outputs are value ids
@@ -92,6 +95,9 @@ class Graph:
         self.version = 0
         self._frozen = False
         self._key: tuple[int, tuple] | None = None
+        #: per node, its part of a plan key (``compiler.cache.structural_key``'s format), kept
+        #: as a slot-keyed graph grows (``append``); ``None`` once anything else changed it
+        self._parts: list[tuple] | None = []
         #: The ordered output signature of a graph used as a function (a control-flow body):
         #: ``set_outputs`` declares it; its inputs are the PLACEHOLDERs in insertion order.
         self.outputs: tuple[str, ...] = ()
@@ -154,6 +160,7 @@ class Graph:
             raise GraphError("this graph is frozen (it is an op attribute or a cache key); "
                              "copy() it to change it")
         self.version += 1
+        self._parts = None
 
     def var(self, name: str) -> Var:
         try:
@@ -220,7 +227,9 @@ class Graph:
     def add_slot(self, ttype: TensorType, vtype: VariableType = VariableType.PLACEHOLDER,
                  value: np.ndarray | None = None) -> int:
         """Add an input variable named by the next integer slot; returns the slot."""
-        self._touch()
+        if self._frozen:
+            self._touch()  # raises
+        self.version += 1
         slot = len(self.vars)
         self.vars[slot] = Var(slot, vtype, ttype, value)  # type: ignore[index,arg-type]
         return slot
@@ -229,15 +238,34 @@ class Graph:
                name: str = "") -> tuple[int, ...]:
         """Add a node of a slot-keyed graph whose output types are already inferred; its outputs
         are the next slots (returned). ``name`` is the user's name for the node, if any."""
-        self._touch()
-        first = len(self.vars)
-        outs = tuple(range(first, first + len(out_types)))
-        node = Node(name, op, rec, inputs, outs)
-        self.nodes.append(node)
+        if self._frozen:
+            self._touch()  # raises
+        self.version += 1
         vars_ = self.vars
-        for o, t in zip(outs, out_types):
-            vars_[o] = Var(o, VariableType.ARRAY, t, None, node)  # type: ignore[index,arg-type]
+        first = len(vars_)
+        if len(out_types) == 1:  # (the common case, on the tracing hot path)
+            outs: tuple[int, ...] = (first,)
+            node = Node(name, op, rec, inputs, outs)
+            vars_[first] = Var(first, _ARRAY, out_types[0], None, node)  # type: ignore[index,arg-type]
+        else:
+            outs = tuple(range(first, first + len(out_types)))
+            node = Node(name, op, rec, inputs, outs)
+            for o, t in zip(outs, out_types):
+                vars_[o] = Var(o, _ARRAY, t, None, node)  # type: ignore[index,arg-type]
+        self.nodes.append(node)
+        if self._parts is not None:
+            self._parts.append((op.name, rec, inputs, outs, name))
         return outs
+
+    def structure_parts(self) -> tuple:
+        """Per node ``(op name, attributes, inputs, outputs, name)``: the node part of a plan
+        key (``compiler.cache.structural_key``); kept as a slot-keyed graph grows, so a trace's
+        key costs no walk over its nodes."""
+        parts = self._parts
+        if parts is not None and len(parts) == len(self.nodes):
+            return tuple(parts)
+        return tuple([(n.op.name, n.attrs, tuple(n.inputs), tuple(n.outputs), n.name)
+                      for n in self.nodes])
 
     def named(self, inputs: Mapping[Hashable, str],
               outputs: Mapping[Hashable, str] = {}) -> "Graph":  # noqa: B006 (read only)
@@ -406,6 +434,7 @@ class Graph:
                            else {n.name for n in nodes})
         self.name_counts = dict(source.name_counts)
         self.scopes = list(source.scopes)
+        self._parts = None  # (recomputed from the nodes when asked)
 
     def copy(self) -> "Graph":
         """An unfrozen copy sharing the (immutable) nodes and the value arrays."""

@@ -56,9 +56,6 @@ class Trace:
         self._donors: dict[int, int] = {}          # id(eager in-place target) -> its input slot
 
     # -- slots ------------------------------------------------------------------------------
-    def _new_slot(self, ttype: TensorType) -> int:
-        return self.graph.add_slot(ttype)
-
     @property
     def nodes(self) -> list[Node]:
         return self.graph.nodes
@@ -70,7 +67,7 @@ class Trace:
         """Slot of an eager value used in the trace (arrays deduplicated by identity)."""
         weak = _WEAK_TYPES.get(type(obj))
         if weak is not None:
-            slot = self._new_slot(weak)
+            slot = self.graph.add_slot(weak)
             self.input_slots.append(slot)
             self.input_objects.append(obj)
             return slot
@@ -85,7 +82,7 @@ class Trace:
                                    "updated in place earlier in it (a view, or the base of one); "
                                    "the traced read would not see the update. Use the functional "
                                    "form (add instead of addi...)")
-        slot = self._new_slot(TensorType(value.shape, value.dtype))
+        slot = self.graph.add_slot(TensorType(value.shape, value.dtype))
         self.input_slots.append(slot)
         self.input_objects.append(obj if isinstance(obj, (NDArray, np.ndarray)) else value)
         self._slot_by_id[id(obj)] = slot  # input_objects keeps obj alive, so its id stays unique
@@ -95,7 +92,7 @@ class Trace:
         """A symbolic input: an abstract array of type ``ttype`` whose data is unknown while
         tracing (a compiled function's argument, like a JAX tracer). Reading its data raises
         a ``TracingError`` with ``description``; in-place updates of it are written back."""
-        slot = self._new_slot(ttype)
+        slot = self.graph.add_slot(ttype)
         proxy = LazyArray(self, slot, ttype, description)
         self.input_slots.append(slot)
         self.input_objects.append(proxy)
@@ -118,7 +115,9 @@ class Trace:
         rec = op.make_attrs(attrs) if attrs else op.default_attrs
         if rec is None:
             rec = op.make_attrs({})
-        slots = tuple([self.slot_of(x) for x in inputs])
+        # (the common input, a pending proxy of this trace, without a call: the hot path)
+        slots = tuple([x._slot if type(x) is LazyArray and x._trace is self
+                       and x._state is PENDING else self.slot_of(x) for x in inputs])
         if self.training and op.training is not None:
             return self._record_training_form(op, rec, slots)
         graph = self.graph
@@ -200,7 +199,7 @@ class Trace:
         its sizes: a new batch size reuses the plan (which is built without exact shapes)."""
         vars_ = self.graph.vars
         ins = {s: shape_class(vars_[s].ttype) for s in self.input_slots}  # type: ignore[index]
-        return structural_key(self.graph.nodes, self.input_slots, output_slots, ins)
+        return structural_key(self.graph, self.input_slots, output_slots, ins)
 
     def plan_for(self, output_slots: tuple[int, ...]) -> Any:
         vars_ = self.graph.vars

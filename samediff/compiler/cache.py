@@ -128,6 +128,9 @@ class PlanKey(NamedTuple):
     donate: frozenset
 
 
+_SHAPE_CLASSES: dict = {}
+
+
 def shape_class(ttype: Any) -> Any:
     """The type a shape-polymorphic plan is keyed by: ``ttype`` with every dim that is not 1
     unknown (``-1``). Dtype, rank, weakness and the broadcast pattern decide a plan built
@@ -138,9 +141,13 @@ def shape_class(ttype: Any) -> Any:
     >>> print(shape_class(TensorType((32, 1, 7), np.dtype("float32"))))
     float32[?,1,?]
     """
-    shape = ttype.shape
-    return ttype._replace(shape=tuple([1 if d == 1 else -1 for d in shape])) \
-        if any(d != 1 and d != -1 for d in shape) else ttype
+    known = _SHAPE_CLASSES.get(ttype)  # (on every trace's exit: memoized)
+    if known is None:
+        if len(_SHAPE_CLASSES) > 4096:
+            _SHAPE_CLASSES.clear()
+        known = _SHAPE_CLASSES[ttype] = ttype._replace(
+            shape=tuple([1 if d == 1 else -1 for d in ttype.shape]))
+    return known
 
 
 def structural_key(nodes: Sequence[Any], input_ids: Sequence[Hashable],
@@ -150,8 +157,17 @@ def structural_key(nodes: Sequence[Any], input_ids: Sequence[Hashable],
     ids and types, in plan order; the wanted outputs. Equal keys mean the same plan, whichever
     graph asked. SameDiff gives exact types and asks for ``exact_shapes=True``; a trace gives
     each input's ``shape_class`` and a shape-polymorphic plan — one key format for both."""
-    ops = tuple([(n.op.name, n.attrs, tuple(n.inputs), tuple(n.outputs), n.name) for n in nodes])
-    return ops, tuple([(i, input_types[i]) for i in input_ids]), tuple(output_ids)
+    return node_parts(nodes), tuple([(i, input_types[i]) for i in input_ids]), tuple(output_ids)
+
+
+def node_parts(nodes: Any) -> tuple:
+    """Per node ``(op name, attributes, inputs, outputs, name)``: the node part of a
+    ``structural_key`` and of a ``Structure``. ``nodes`` is a sequence of nodes, or a graph
+    (``ir.Graph.structure_parts`` keeps a growing graph's parts as it records)."""
+    parts = getattr(nodes, "structure_parts", None)
+    if parts is not None:
+        return parts()
+    return tuple([(n.op.name, n.attrs, tuple(n.inputs), tuple(n.outputs), n.name) for n in nodes])
 
 
 class Structure:
@@ -172,8 +188,7 @@ class Structure:
 
     @classmethod
     def of(cls, nodes: Sequence[Any]) -> "Structure":
-        return cls(tuple([(n.op.name, n.attrs, tuple(n.inputs), tuple(n.outputs), n.name)
-                          for n in nodes]))
+        return cls(node_parts(nodes))
 
     def __hash__(self) -> int:
         return self._hash

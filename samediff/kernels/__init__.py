@@ -42,15 +42,21 @@ class _LazyModule:
         self._name = name
         self._module: ModuleType | None = None
 
-    def __getattr__(self, attr: str) -> Any:
-        module = self._module
+    def __getattribute__(self, attr: str) -> Any:
+        # every lookup lands here (not in __getattr__, which Python reaches only after a failed
+        # normal lookup has raised and caught an AttributeError: ~1 us on each kernel call)
+        module = _get(self, "_module")
         if module is None:
-            module = self._module = importlib.import_module(f"{__name__}.{self._name}")
+            module = importlib.import_module(f"{__name__}.{_get(self, '_name')}")
+            _set(self, "_module", module)
         return getattr(module, attr)
 
     def __repr__(self) -> str:
-        state = "loaded" if self._module is not None else "not loaded"
-        return f"<lazy module {__name__}.{self._name} ({state})>"
+        state = "loaded" if _get(self, "_module") is not None else "not loaded"
+        return f"<lazy module {__name__}.{_get(self, '_name')} ({state})>"
+
+
+_get, _set = object.__getattribute__, object.__setattr__
 
 
 _proxies: dict[str, _LazyModule] = {}
