@@ -144,18 +144,33 @@ KERNEL_FORMAT = 3  # bump when the generated code or its loading changes: old fi
 
 
 def _versions() -> str:
-    """Everything compiled kernels depend on besides their own source: Numba's disk cache does
-    not notice when a function a kernel calls changes, so the math library's source is hashed
-    into every kernel's name."""
+    """Everything compiled kernels depend on besides their own source, hashed into every
+    kernel's file name, so a kernel compiled under another nd4py, Python, NumPy, Numba or
+    llvmlite, or for another CPU (model and feature flags), is never loaded — a cache directory
+    shared by several machines or installs just holds more files. Numba's disk cache does not
+    notice when a function a kernel calls changes, so the math library's source is in it too."""
     global _VERSIONS
     if _VERSIONS is None:
+        import llvmlite
         import numba
+        from llvmlite import binding as llvm
         here = Path(__file__).parent
         lib = hashlib.sha256(b"".join((here / f).read_bytes()
                                       for f in ("mathlib.py", "fastmath.py"))).hexdigest()[:12]
-        _VERSIONS = (f"k{KERNEL_FORMAT}-py{sys.version_info[:3]}-np{np.__version__}-"
-                     f"nb{numba.__version__}-lib{lib}")
+        cpu = hashlib.sha256(f"{llvm.get_host_cpu_name()}:"
+                             f"{llvm.get_host_cpu_features().flatten()}".encode()).hexdigest()[:12]
+        _VERSIONS = (f"k{KERNEL_FORMAT}-nd{_nd4py_version()}-py{sys.version_info[:3]}-"
+                     f"np{np.__version__}-nb{numba.__version__}-llvm{llvmlite.__version__}-"
+                     f"lib{lib}-cpu{cpu}")
     return _VERSIONS
+
+
+def _nd4py_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("nd4py")
+    except Exception:  # run from a source tree that is not installed
+        return "src"
 
 
 _VERSIONS: str | None = None
