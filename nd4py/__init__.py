@@ -46,8 +46,8 @@ from samediff.frontends.cnn_config import (  # noqa: F401
     LocalResponseNormalizationConfig, Pooling1DConfig, Pooling3DConfig)
 from samediff.namespaces import OpNamespace, op_namespaces
 from tracing import (CompiledFunction, CompiledGraphFunction, GraphScope,  # noqa: F401
-                     LazyArray, RetraceWarning, cache_stats, clear_cache, compile, graph_scope,
-                     set_cache_size)
+                     LazyArray, RetraceWarning, cache_stats, clear_cache, compile, compile_mode,
+                     get_compile_mode, graph_scope, set_cache_size, set_compile_mode)
 
 def cond(pred: Any, *args: Any, **bodies: Any) -> Any:
     """``true_fn(*operands) if pred else false_fn(*operands)`` — ``nd.cond(pred, true_fn,

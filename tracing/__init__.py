@@ -6,7 +6,9 @@ runs finished traces through cached plans.
 """
 from __future__ import annotations
 
+from samediff.compiler import tiered
 from samediff.compiler.cache import PLAN_CACHE, CacheStats, RetraceWarning, set_planner
+from samediff.compiler.tiered import compile_mode, get_compile_mode, set_compile_mode
 from samediff.interpreter import InterpreterPlan
 
 from .compile import (CompiledFunction, CompiledGraphFunction, close_all, compile,
@@ -30,13 +32,15 @@ def cache_stats() -> dict[str, int]:
     ``compiles``, ``fallbacks``, ``evictions``, ``plans`` (cached now), ``max_plans``.
     Compiled functions: ``signatures`` (traced signatures kept, over all live compiled
     functions), ``max_signatures`` (the default bound per function), ``signature_evictions``.
+    Tiered compilation (``compile_mode("background")``): ``tiered_compiling`` (plans still
+    answering from the interpreter while their kernels compile), ``tiered_swapped``.
 
     >>> import nd4py as nd
     >>> sorted(nd.cache_stats())[:3]
     ['compiles', 'evictions', 'fallbacks']
     """
     return {**PLAN_CACHE.stats.as_dict(), "plans": len(PLAN_CACHE), "max_plans": PLAN_CACHE.maxsize,
-            **signature_stats()}
+            **signature_stats(), **tiered.stats()}
 
 
 def set_cache_size(maxsize: int | None = None, *, signatures: int | None = None) -> None:
@@ -55,4 +59,5 @@ def set_cache_size(maxsize: int | None = None, *, signatures: int | None = None)
 
 __all__ = ["CompiledFunction", "CompiledGraphFunction", "compile", "LazyArray", "PLAN_CACHE",
            "CacheStats", "InterpreterPlan", "RetraceWarning", "set_planner", "GraphScope",
-           "graph_scope", "Trace", "clear_cache", "cache_stats", "set_cache_size"]
+           "graph_scope", "Trace", "clear_cache", "cache_stats", "set_cache_size",
+           "compile_mode", "get_compile_mode", "set_compile_mode"]

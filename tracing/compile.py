@@ -356,6 +356,12 @@ class CompiledFunction:
             raise TracingError(f"{self.name}: call the function once before asking for its graph")
         return self._last.trace.to_samediff(self._last.out_slots)
 
+    @property
+    def last_plan(self) -> Any:
+        """The plan of the most recently traced signature (a ``TieredPlan`` while its kernels
+        compile in the background: ``.wait()``, ``.compiled``); None before the first call."""
+        return None if self._last is None else self._last.plan
+
     def explain(self) -> str:
         """Each traced signature's graph and plan, plus the plan-cache statistics (like
         ``jax.make_jaxpr`` for the graph part)."""

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from ..errors import ConfigError
 from ..interpreter import InterpreterPlan
 from . import get_executor, make_plan
+from .tiered import TieredPlan, get_compile_mode
 
 log = logging.getLogger("nd4py.plan")
 
@@ -388,14 +389,25 @@ def get_plan(key: Hashable, nodes: Sequence[Any], input_ids: Sequence[Hashable],
     True
     """
     planner = _planner
-    full = PlanKey(key, get_executor(), planner, exact_shapes,
+    mode = get_compile_mode()  # (compiler/tiered.py: sync, background or interpret)
+    executor = "interpreter" if mode == "interpret" else get_executor()
+    full = PlanKey(key, executor, planner, exact_shapes,
                    frozenset(donate.items()) if donate else frozenset())
 
     def build() -> Any:
         resolved = types() if callable(types) else types  # outside the planner's fallback
+        if mode == "interpret":
+            return InterpreterPlan(nodes, input_ids, output_ids, resolved)
+        if mode == "background" and executor == "compiled":  # answer now, compile meanwhile
+            return TieredPlan(InterpreterPlan(nodes, input_ids, output_ids, resolved),
+                              lambda: _build_with(planner, nodes, input_ids, output_ids,
+                                                  resolved, exact_shapes, donate))
         return _build_with(planner, nodes, input_ids, output_ids, resolved, exact_shapes, donate)
 
-    return PLAN_CACHE.get_or_build(full, build, owner)
+    plan = PLAN_CACHE.get_or_build(full, build, owner)
+    if mode == "sync" and type(plan) is TieredPlan and not plan.compiled:
+        plan.wait()  # built in the background for another caller: sync callers get it compiled
+    return plan
 
 
 __all__ = ["MAX_TRACKED_OWNERS", "PLAN_CACHE", "RETRACE_LIMIT", "CacheStats", "PlanCache",

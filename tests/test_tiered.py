@@ -1,0 +1,176 @@
+"""Tiered execution (``samediff/compiler/tiered.py``): in ``"background"`` mode a new plan answers
+from the interpreter at once and its compiled form swaps in when built; ``"sync"`` callers never
+see a plan still compiling; a failed build keeps the interpreter; threads and fork are safe.
+
+The build is held back by a planner that waits on an event, so every test decides when the
+compile "finishes" — nothing here depends on timing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+from tracing_support import isolated_plan_cache  # noqa: F401  (every test: an empty cache)
+
+import nd4py as nd
+from samediff.compiler import make_plan, tiered
+from samediff.compiler.cache import set_planner
+from samediff.errors import ConfigError
+from samediff.interpreter import InterpreterPlan
+
+pytestmark = pytest.mark.compiled  # (the suite's default executor is the interpreter)
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+class HeldPlanner:
+    """``make_plan``, but each build waits until ``release()`` (or raises, if told to)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.gate, self.fail, self.builds = threading.Event(), fail, 0
+
+    def __call__(self, *args, **options):
+        assert self.gate.wait(30), "the test never released the build"
+        self.builds += 1
+        if self.fail:
+            raise RuntimeError("the compiler declined (test)")
+        return make_plan(*args, **options)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+@pytest.fixture
+def held():
+    planner = HeldPlanner()
+    previous = set_planner(planner)
+    try:
+        yield planner
+    finally:
+        planner.release()
+        set_planner(previous)
+
+
+def f(x):
+    return (x * 2.0 + 1.0) * x  # exact ops: both tiers give the same bits
+
+
+def want():
+    return (X * np.float32(2.0) + np.float32(1.0)) * X
+
+
+def test_background_answers_from_the_interpreter_then_swaps_in(held):
+    compiled = nd.compile(f)
+    with nd.compile_mode("background"):
+        first = compiled(nd.create(X))  # the build is held: this ran interpreted
+        plan = compiled.last_plan
+        assert plan.kind == "tiered" and not plan.compiled
+        assert isinstance(plan.active, InterpreterPlan)
+        assert "compiling in the background" in plan.explain()
+        assert nd.cache_stats()["tiered_compiling"] >= 1
+        held.release()
+        assert plan.wait(30)
+        second = compiled(nd.create(X))
+    assert plan.active.kind == "compiled" and "swapped in after" in plan.explain()
+    np.testing.assert_array_equal(first.numpy(), want())
+    np.testing.assert_array_equal(second.numpy(), first.numpy())  # identical either way
+
+
+def test_a_failed_build_keeps_running_interpreted_and_says_why():
+    planner = HeldPlanner(fail=True)
+    previous = set_planner(planner)
+    try:
+        with nd.compile_mode("background"), nd.graph_scope() as scope:
+            y = nd.create(X) * 3.0
+        planner.release()
+        assert scope.plan.wait(30)
+        assert isinstance(scope.plan.active, InterpreterPlan)
+        assert "declined" in scope.plan.active.reason and "declined" in scope.plan.reason
+        np.testing.assert_array_equal(y.numpy(), X * np.float32(3.0))
+        with nd.compile_mode("background"), nd.graph_scope() as again:
+            z = nd.create(X) * 3.0  # the same plan, from the cache, still interpreted
+        assert again.plan is scope.plan and z.numpy().tolist() == y.numpy().tolist()
+    finally:
+        planner.release()
+        set_planner(previous)
+
+
+def test_threads_calling_across_the_swap_all_get_right_results(held):
+    compiled = nd.compile(f)
+    errors, results = [], []
+
+    def caller():
+        try:
+            with nd.compile_mode("background"):
+                for _ in range(40):
+                    results.append(compiled(nd.create(X)).numpy())
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    held.release()  # the swap happens while they call
+    for t in threads:
+        t.join(60)
+    assert not errors and len(results) == 120
+    for r in results:
+        np.testing.assert_array_equal(r, want())
+    plan = compiled.last_plan
+    assert plan.wait(30) and plan.active.kind == "compiled"
+
+
+def test_a_sync_caller_waits_for_a_plan_building_in_the_background(held):
+    with nd.compile_mode("background"), nd.graph_scope() as first:
+        y0 = nd.create(X) * 5.0
+    assert not first.plan.compiled
+    threading.Timer(0.2, held.release).start()
+    with nd.graph_scope() as second:  # sync (the default): gets the same plan, compiled
+        y = nd.create(X) * 5.0
+    assert second.plan is first.plan and first.plan.compiled
+    assert first.plan.active.kind == "compiled"
+    np.testing.assert_array_equal(y.numpy(), X * np.float32(5.0))
+    np.testing.assert_array_equal(y0.numpy(), y.numpy())
+
+
+def test_interpret_mode_never_compiles_and_has_plans_of_its_own(held):
+    held.release()
+    with nd.compile_mode("interpret"), nd.graph_scope() as a:
+        ya = nd.create(X) + 1.0
+    with nd.graph_scope() as b:
+        yb = nd.create(X) + 1.0
+    np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+    assert a.plan.kind == "interpreter" and b.plan.kind == "compiled" and held.builds == 1
+
+
+def test_modes_are_checked():
+    with pytest.raises(ConfigError, match="background"):
+        nd.set_compile_mode("later")
+    with pytest.raises(ConfigError, match="sync"):
+        with nd.compile_mode("eventually"):
+            pass
+    assert nd.get_compile_mode() == "sync"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="needs fork")
+def test_fork_waits_for_a_build_in_progress_and_the_child_runs_the_plan(held):
+    compiled = nd.compile(f)
+    with nd.compile_mode("background"):
+        compiled(nd.create(X))
+    plan = compiled.last_plan
+    threading.Timer(0.3, held.release).start()  # the fork below waits for this build
+    pid = os.fork()
+    if pid == 0:  # the child: the swapped-in plan runs here
+        code = 0
+        try:
+            ok = plan.compiled and np.array_equal(compiled(nd.create(X)).numpy(), want())
+            code = 0 if ok else 3
+        except BaseException:  # noqa: BLE001
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert plan.compiled and tiered.stats()["tiered_compiling"] == 0
