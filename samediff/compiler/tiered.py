@@ -7,8 +7,9 @@ language VM (HotSpot, V8) does not make the first calls wait for its optimizing 
 neither do plans in ``"background"`` mode:
 
 * ``get_plan`` (``cache.py``) builds, on a miss, an ``InterpreterPlan`` (no compiling: the
-  first call costs about what the interpreter costs) wrapped in a ``TieredPlan``, and queues
-  the real build on one daemon thread;
+  first call costs about what the interpreter costs) wrapped in a ``TieredPlan``, whose first
+  call queues the real build on one daemon thread once it has answered (compiling holds the
+  GIL in stretches: started earlier, it would slow that first answer down);
 * the thread builds the plan with the installed planner (with the cache's usual fallback: a
   plan whose compile fails keeps running in the interpreter, and says why) and swaps it in:
   one reference assignment, so a call that already started finishes on the plan it began
@@ -107,12 +108,23 @@ class TieredPlan:
         self._interpreted = interpreted
         self._build = build
         self._done = threading.Event()
+        self._queued = False
         self._queued_at = time.perf_counter()
         self._swapped_after: float | None = None
-        _queue_build(self)
 
     def execute(self, inputs: Any) -> list[Any]:
-        return self._active.execute(inputs)
+        out = self._active.execute(inputs)
+        if not self._queued:  # the build starts after the first answer, so that compiling
+            self._queue()     # (which holds the GIL in stretches) does not slow it down
+        return out
+
+    def _queue(self) -> None:
+        with _thread_lock:
+            if self._queued:
+                return
+            self._queued = True
+            self._queued_at = time.perf_counter()
+        _queue_build(self)
 
     @property
     def compiled(self) -> bool:
@@ -144,6 +156,8 @@ class TieredPlan:
     def explain(self) -> str:
         if self._done.is_set():
             head = f"plan: tiered, swapped in after {self._swapped_after:.3f} s; running:"
+        elif not self._queued:
+            head = "plan: tiered, compiles in the background after its first call; running:"
         else:
             waited = time.perf_counter() - self._queued_at
             head = f"plan: tiered, compiling in the background for {waited:.3f} s; running:"

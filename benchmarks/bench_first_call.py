@@ -1,0 +1,148 @@
+"""Time to first result and time to full speed, cold kernel cache, per compile mode.
+
+Each row runs in a fresh process with an empty kernel cache (``ND4PY_CACHE_DIR`` and
+``NUMBA_CACHE_DIR`` in a new temporary directory), so its first call pays for every compile:
+
+* **W1** ``gelu(x * a + b)`` on 4M float32 through ``@nd.compile``: calls in a loop;
+* **W3** the 784-256-10 MLP training step (batch 128, SGD) through ``fit``;
+* **W7** the LeNet training step (batch 32, SGD) through ``fit``.
+
+Per mode (``sync``: the first call compiles before it answers; ``background``: it answers from
+the interpreter while the kernels compile on a thread, ``samediff/compiler/tiered.py``):
+*first* = seconds until the first result (the first iteration of ``fit``, after ``fit``'s own
+set-up), *full speed* = seconds until the first call whose time is within 1.5x of the
+steady-state median, and the interpreter's own first and steady calls (``interpret`` mode)
+for the goal "the first call costs <= 2x the interpreter's run".
+
+Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7] [--json]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _times_w1(mode: str, calls: int) -> list[float]:
+    import numpy as np
+    import nd4py as nd
+    rng = np.random.default_rng(0)
+    x = nd.create(rng.random(1 << 22, dtype=np.float32))
+    a, b = nd.create(np.float32(1.5)), nd.create(np.float32(0.25))
+
+    @nd.compile
+    def w1(x, a, b):
+        return nd.nn.gelu(x * a + b)
+
+    out = []
+    with nd.compile_mode(mode):
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            w1(x, a, b).numpy()
+            out.append(time.perf_counter() - t0)
+            if mode == "background" and w1.last_plan.compiled and len(out) > calls // 2:
+                break
+            if mode == "background" and not w1.last_plan.compiled:
+                time.sleep(0.01)  # a user's other work between calls; the compile goes on
+    return out
+
+
+def _fit_times(sd, data, batch: int, mode: str, iterations: int) -> list[float]:
+    import nd4py as nd
+    from samediff.training.listeners import LambdaListener
+    stamps: list[float] = []
+    starts: list[float] = []
+    with nd.compile_mode(mode):
+        sd.fit(data, epochs=1, batch_size=batch, shuffle=False, verbose=0,
+               listeners=[LambdaListener(
+                   on_epoch_start=lambda t, e: starts.append(time.perf_counter()),
+                   on_iteration_end=lambda t, i, loss: stamps.append(time.perf_counter()))])
+    start = starts[0]
+    times, last = [], start
+    for s in stamps[:iterations]:
+        times.append(s - last)
+        last = s
+    return times
+
+
+def _times_w3(mode: str, iterations: int) -> list[float]:
+    import numpy as np
+    sys.path.insert(0, HERE)
+    from bench_training import B, C, D, build, init
+    rng = np.random.default_rng(0)
+    params = init(rng)
+    xs = rng.random((iterations * B, D), dtype=np.float32)
+    ys = np.eye(C, dtype=np.float32)[rng.integers(0, C, iterations * B)]
+    return _fit_times(build(params), (xs, ys), B, mode, iterations)
+
+
+def _times_w7(mode: str, iterations: int) -> list[float]:
+    import numpy as np
+    sys.path.insert(0, HERE)
+    from bench_cnn import B, lenet_params, lenet_samediff
+    rng = np.random.default_rng(1)
+    xs = rng.random((iterations * B, 1, 28, 28), dtype=np.float32)
+    ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, iterations * B)]
+    return _fit_times(lenet_samediff(lenet_params(rng)), (xs, ys), B, mode, iterations)
+
+
+ROWS = {"W1": (_times_w1, 400), "W3": (_times_w3, 400), "W7": (_times_w7, 300)}
+
+
+def child(row: str, mode: str) -> dict:
+    fn, n = ROWS[row]
+    times = fn(mode, n)
+    steady = statistics.median(times[-max(5, len(times) // 5):])
+    elapsed, full = 0.0, None
+    for t in times:
+        elapsed += t
+        if full is None and t <= 1.5 * steady:
+            full = elapsed
+    return {"first_s": times[0], "full_speed_s": full, "steady_ms": steady * 1e3,
+            "calls": len(times)}
+
+
+def run_child(row: str, mode: str) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "ND4PY_CACHE_DIR": cache, "NUMBA_CACHE_DIR": cache}
+        out = subprocess.run([sys.executable, __file__, "--child", row, mode], env=env,
+                             capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="W1,W3,W7")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+    results = {}
+    print(f"{'row':4} {'mode':11} {'first result':>13} {'full speed':>11} {'steady':>10}  "
+          f"first result / the interpreter's first (and steady) call")
+    for row in args.rows.split(","):
+        interp = run_child(row, "interpret")
+        results[(row, "interpret")] = interp
+        for mode in ("sync", "background"):
+            r = results[(row, mode)] = run_child(row, mode)
+            first = r["first_s"] / interp["first_s"]
+            steady = r["first_s"] / (interp["steady_ms"] / 1e3)
+            full = f"{r['full_speed_s']:.2f} s" if r["full_speed_s"] is not None else "—"
+            print(f"{row:4} {mode:11} {r['first_s']:11.3f} s {full:>11} "
+                  f"{r['steady_ms']:8.2f} ms  {first:.1f}x ({interp['first_s'] * 1e3:.0f} ms), "
+                  f"{steady:.1f}x ({interp['steady_ms']:.2f} ms)")
+    if args.json:
+        print(json.dumps({f"{r}/{m}": v for (r, m), v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
