@@ -37,6 +37,7 @@ from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
+from .pictures import graph_picture, write_picture
 from .recorder import GraphRecorder, GraphValue
 from .execution import check_feed, runtime_type, typed_plan
 from .training.config import TrainingConfig
@@ -715,6 +716,27 @@ class SameDiff:
     def summary(self) -> str:
         """A readable table of variables (type, shape, dtype, producing op) and ops."""
         return summary_text(self)
+
+    def picture(self, training: bool = False) -> Any:
+        """The graph's ``samediff.pictures.Picture``; ``training=True``: the plans of the last
+        ``fit`` step instead (gradients plan's forward/backward phases, check, update plan)."""
+        if not training:
+            return graph_picture(self.graph, "SameDiff")
+        cached = self._train_step_cache
+        if cached is None:
+            raise GraphError("picture(training=True): no training step yet; call fit first")
+        return cached[2].picture()
+
+    def to_dot(self, training: bool = False) -> str:
+        """Graphviz DOT text of the graph: inputs by kind, one box per op (name, op, output
+        shape and dtype), control-flow bodies as nested clusters (``samediff/pictures``);
+        ``training=True``: of the last ``fit`` step's plans (fused kernels as clusters)."""
+        return self.picture(training).to_dot()
+
+    def save_picture(self, path: Any, training: bool = False, engine: str = "auto") -> str:
+        """Write ``picture(training)``: ``.dot`` text, or SVG (Graphviz when installed, else
+        our own layout); returns the renderer used (``pictures.write_picture``)."""
+        return write_picture(self.picture(training), path, engine)
 
     # -- persistence (samediff/serialize.py) ------------------------------------------------
     def save(self, path: Any, save_updater_state: bool = True) -> None:

@@ -24,6 +24,7 @@ from ..errors import NdError
 from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
+from ..pictures import Picture, plan_picture
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
@@ -510,6 +511,7 @@ class CompiledPlan:
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
         simple = simplify(needed, types if exact_shapes else None)
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
+        self.types = types  # every value's static type (read by pictures)
         self._results = [simple.resolve(s) for s in output_slots]
         before = len(simple.nodes)
         simple.nodes = fold_epilogues(simple.nodes, self._results)
@@ -633,3 +635,12 @@ class CompiledPlan:
                 lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else "")
                              + s.op.describe_bodies(s.attrs))
         return "\n".join(lines)
+
+    def picture(self, **how: Any) -> Picture:
+        """This plan as a ``samediff.pictures.Picture`` (``plan_picture``'s keywords)."""
+        return plan_picture(self, **how)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of this plan: a cluster per fused kernel, library calls and
+        interpreter fallbacks marked, each op with its output shape and dtype."""
+        return self.picture().to_dot()

@@ -39,6 +39,7 @@ from ..compiler.cache import PLAN_CACHE, Structure
 from ..errors import TrainingError
 from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
 from ..ops import TensorType
+from ..pictures import Picture, step_picture
 from ..recorder import GraphRecorder
 from ..execution import check_feed, typed_plan
 from .config import TrainingConfig
@@ -88,6 +89,9 @@ class TrainStep:
         # itself is never changed)
         self.graph, self.grads = grad(user, losses, self.params)
         first = len(self.graph.nodes)
+        # the nodes the backward pass added (a picture tells them from the forward ones)
+        self.backward_nodes = frozenset(n.name for n in self.graph.nodes
+                                        if n.name not in user.node_names)
         self._record_update(GraphRecorder(self.graph), losses)
         self.nodes: list[Node] = self.graph.nodes[first:]
         self._build_inputs(first)
@@ -286,6 +290,23 @@ class TrainStep:
         return StepPlan(gradients, self._gradient_outputs, self._checked, update,
                         self._update_outputs, self._handoff, sorted(set(donate.values())))
 
+    def picture(self) -> Picture:
+        """The picture of the plans of the last batch type this step ran (``to_dot``)."""
+        if not self._plans:
+            raise TrainingError("to_dot: this training step has not run yet, so it has no plan "
+                                "to draw; run one step (fit) first")
+        plan = list(self._plans.values())[-1]
+        kinds = {n: v.vtype.value.lower() for n, v in self.graph.vars.items()
+                 if v.vtype is not VariableType.ARRAY}
+        backward = self.backward_nodes
+        return plan.picture(kinds, lambda node: "backward" if node.name in backward
+                            else "forward")
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of this step's plans: the gradients plan's forward and backward
+        phases, the finiteness check, the update plan; kernels as clusters."""
+        return self.picture().to_dot()
+
     def _fixed_inputs(self, state: UpdaterState) -> tuple[dict, dict, tuple]:
         """Values, types and cache key of the inputs that are the same arrays every step
         (parameters, constants, updater state), rebuilt only when one of them is replaced
@@ -364,6 +385,15 @@ class StepPlan:
         for k in self._handoff:
             if id(_owner(values[k])) in written:
                 values[k] = np.array(values[k], copy=True)
+
+    def picture(self, kinds: dict[str, str] = {},  # noqa: B006 (read only)
+                phase_of: Any = None) -> Picture:
+        """Both plans and the check between them (``samediff.pictures.step_picture``)."""
+        return step_picture(self.gradients, self.update, self._checked, kinds, phase_of)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the gradients plan, the check and the update plan."""
+        return self.picture().to_dot()
 
     def explain(self) -> str:
         return (f"gradients {self.gradients.explain()}\n"
