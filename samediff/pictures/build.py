@@ -32,7 +32,8 @@ def _name(node: Any) -> str:
 
 
 def _op_lines(node: Any, type_of: Callable[[Any], Any]) -> list[str]:
-    """Name, op (with its bodies' names) and the output types (one line per output)."""
+    """Name, op (with its bodies' names) and the output types (one line per output, with the
+    output's name where it is not the node's)."""
     lines = [_name(node)]
     op_line = node.op.name + node.op.describe_bodies(node.attrs)
     if op_line != lines[0]:
@@ -41,7 +42,11 @@ def _op_lines(node: Any, type_of: Callable[[Any], Any]) -> list[str]:
     for j, o in enumerate(outs):
         t = type_of(o)
         text = "?" if t is None else str(t)
-        lines.append(text if len(outs) == 1 else f":{j} {text}")
+        if isinstance(o, str) and o != node.name:  # a value named apart from its node (w-grad)
+            text = f"{o}: {text}"
+        elif len(outs) > 1:
+            text = f":{j} {text}"
+        lines.append(text)
     return lines
 
 
