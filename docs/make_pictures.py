@@ -1,8 +1,10 @@
-"""Draw the example pictures under ``docs/images/``: the training step of a small MLP
-(784-32-10 here would be the same picture as 784-256-10; the shapes below keep labels short).
+"""Draw the example pictures under ``docs/images/``: the graph and the training step of a
+small MLP (the W3 model of ``benchmarks/bench_training.py`` at 64-32-10: the same picture as
+784-256-10, with shorter labels).
 
-Run: ``python docs/make_pictures.py`` (writes ``docs/images/mlp_train_step.svg`` and ``.dot``,
-and ``docs/images/mlp_graph.svg``; SVG by Graphviz when installed, else by our own layout).
+Run: ``python docs/make_pictures.py`` (writes ``docs/images/mlp_train_step.svg`` and
+``docs/images/mlp_graph.svg``: by Graphviz when installed, else by our own layout; pass
+``--dot`` to write the DOT text beside them too).
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def main() -> None:
     ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
     sd.fit((xs, ys), epochs=1, batch_size=128, verbose=0)
     for name, training in (("mlp_graph", False), ("mlp_train_step", True)):
-        for ext in ("svg", "dot"):
+        for ext in ("svg", "dot") if "--dot" in sys.argv else ("svg",):
             path = os.path.join(OUT, f"{name}.{ext}")
             print(f"{path}: {sd.save_picture(path, training=training)}")
 

@@ -6,7 +6,7 @@ SameDiff, traces and plans all share it.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -14,8 +14,9 @@ from .array import explain_failure, type_of
 from .arg_kinds import WEAK_SCALARS
 from .errors import OpError
 from .ir import needed_nodes
-from .pictures import Picture, plan_picture
 
+if TYPE_CHECKING:
+    from .pictures import Picture
 
 _WEAK = WEAK_SCALARS
 
@@ -79,8 +80,9 @@ class InterpreterPlan:
         ops = ", ".join(n.op.name + n.op.describe_bodies(n.attrs) for n in self.nodes)
         return f"{head}\n  ops: {ops or '-'}"
 
-    def picture(self, **how: Any) -> Picture:
+    def picture(self, **how: Any) -> "Picture":
         """This plan as a ``samediff.pictures.Picture`` (``plan_picture``'s keywords)."""
+        from .pictures import plan_picture  # (down a layer; drawing is not paid at import)
         return plan_picture(self, **how)
 
     def to_dot(self) -> str:

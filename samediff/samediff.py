@@ -37,7 +37,6 @@ from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
-from .pictures import graph_picture, write_picture
 from .recorder import GraphRecorder, GraphValue
 from .execution import check_feed, runtime_type, typed_plan
 from .training.config import TrainingConfig
@@ -720,6 +719,7 @@ class SameDiff:
     def picture(self, training: bool = False) -> Any:
         """The graph's ``samediff.pictures.Picture``; ``training=True``: the plans of the last
         ``fit`` step instead (gradients plan's forward/backward phases, check, update plan)."""
+        from .pictures import graph_picture  # (down a layer; drawing is not paid at import)
         if not training:
             return graph_picture(self.graph, "SameDiff")
         cached = self._train_step_cache
@@ -736,6 +736,7 @@ class SameDiff:
     def save_picture(self, path: Any, training: bool = False, engine: str = "auto") -> str:
         """Write ``picture(training)``: ``.dot`` text, or SVG (Graphviz when installed, else
         our own layout); returns the renderer used (``pictures.write_picture``)."""
+        from .pictures import write_picture  # (down a layer; not paid at import)
         return write_picture(self.picture(training), path, engine)
 
     # -- persistence (samediff/serialize.py) ------------------------------------------------

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -24,12 +24,14 @@ from ..errors import NdError
 from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
-from ..pictures import Picture, plan_picture
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
+
+if TYPE_CHECKING:
+    from ..pictures import Picture
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -636,8 +638,9 @@ class CompiledPlan:
                              + s.op.describe_bodies(s.attrs))
         return "\n".join(lines)
 
-    def picture(self, **how: Any) -> Picture:
+    def picture(self, **how: Any) -> "Picture":
         """This plan as a ``samediff.pictures.Picture`` (``plan_picture``'s keywords)."""
+        from ..pictures import plan_picture  # (down a layer; drawing is not paid at import)
         return plan_picture(self, **how)
 
     def to_dot(self) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from typing import Any
 
 from .build import graph_picture, plan_picture, step_picture
@@ -77,6 +76,7 @@ def write_picture(obj: Any, path: str | os.PathLike, engine: str = "auto") -> st
         return "dot-text"
     program = shutil.which("dot") if engine in ("auto", "dot") else None
     if program is not None:
+        import subprocess  # (stdlib, only when drawing: it is not needed to import nd4py)
         done = subprocess.run([program, f"-T{suffix}", "-o", path], input=pic.to_dot().encode(),
                               capture_output=True, check=False)
         if done.returncode != 0:

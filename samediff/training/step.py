@@ -29,7 +29,7 @@ materialized gradients either way).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,6 @@ from ..compiler.cache import PLAN_CACHE, Structure
 from ..errors import TrainingError
 from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
 from ..ops import TensorType
-from ..pictures import Picture, step_picture
 from ..recorder import GraphRecorder
 from ..execution import check_feed, typed_plan
 from .config import TrainingConfig
@@ -47,6 +46,9 @@ from ..training_forms import training_graph
 from .finite import all_finite
 from .model import TrainableModel
 from .state import UpdaterState
+
+if TYPE_CHECKING:
+    from ..pictures import Picture
 
 _WEAK_FLOAT = type_of(1.0)
 
@@ -290,7 +292,7 @@ class TrainStep:
         return StepPlan(gradients, self._gradient_outputs, self._checked, update,
                         self._update_outputs, self._handoff, sorted(set(donate.values())))
 
-    def picture(self) -> Picture:
+    def picture(self) -> "Picture":
         """The picture of the plans of the last batch type this step ran (``to_dot``)."""
         if not self._plans:
             raise TrainingError("to_dot: this training step has not run yet, so it has no plan "
@@ -387,8 +389,9 @@ class StepPlan:
                 values[k] = np.array(values[k], copy=True)
 
     def picture(self, kinds: dict[str, str] = {},  # noqa: B006 (read only)
-                phase_of: Any = None) -> Picture:
+                phase_of: Any = None) -> "Picture":
         """Both plans and the check between them (``samediff.pictures.step_picture``)."""
+        from ..pictures import step_picture  # (down a layer; drawing is not paid at import)
         return step_picture(self.gradients, self.update, self._checked, kinds, phase_of)
 
     def to_dot(self) -> str:
