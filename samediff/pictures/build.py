@@ -90,7 +90,8 @@ class _Builder:
 
     def unknown(self, value: Any, cluster: str | None, kind: str = "input",
                 type_text: str = "") -> str:
-        return self.pic.box(self.fresh("i"), [str(value)] + ([type_text] if type_text else []),
+        name = value if isinstance(value, str) else f"%{value}"  # a trace's integer slot
+        return self.pic.box(self.fresh("i"), [name] + ([type_text] if type_text else []),
                             kind, cluster)
 
     def bodies_home(self, node: Any, cluster: str | None) -> str | None:

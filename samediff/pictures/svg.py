@@ -169,6 +169,7 @@ def to_svg(pic: Picture) -> str:
         y += row_h[k] + 24 + below[k] + (above[k + 1] if k + 1 < n_layers else 0)
     height = y - 24 + MARGIN
     rects: list[str] = []
+    labels: list[str] = []
     place: dict[str, tuple[float, float, float, float]] = {}
 
     def draw(blocks: list[_Block], x0: float) -> None:
@@ -187,9 +188,12 @@ def to_svg(pic: Picture) -> str:
                 f'<g class="cluster" id={quoteattr("cluster_" + c.id)}>'
                 f'<rect x="{x0 + it.x:.1f}" y="{y0:.1f}" width="{it.width:.1f}" '
                 f'height="{y1 - y0:.1f}" rx="6" fill="{fill or "none"}" stroke="{colour}" '
-                f'stroke-width="1.5"' + (' stroke-dasharray="5,3"' if dashed else '') + '/>'
-                f'<text x="{x0 + it.x + 6:.1f}" y="{y0 + 13:.1f}" fill="{colour}" '
-                f'font-size="11" font-weight="bold">{escape(c.label)}</text></g>')
+                f'stroke-width="1.5"' + (' stroke-dasharray="5,3"' if dashed else '') + '/></g>')
+            # labels go on top of the edges, with a halo, so lines crossing them stay readable
+            labels.append(f'<text class="cluster-label" x="{x0 + it.x + 6:.1f}" '
+                          f'y="{y0 + 13:.1f}" fill="{colour}" font-size="11" font-weight="bold" '
+                          f'stroke="{fill or "white"}" stroke-width="3" paint-order="stroke">'
+                          f'{escape(c.label)}</text>')
             draw(it.items, x0 + it.x + CLUSTER_PAD)
     draw(items, MARGIN)
     total_w = width + 2 * MARGIN
@@ -206,6 +210,7 @@ def to_svg(pic: Picture) -> str:
     out += rects
     for e in pic.edges:
         out.append(_edge(place[e.src], place[e.dst], e.dashed, e.label))
+    out += labels
     for b in pic.boxes.values():
         out.append(_box(b, *place[b.id]))
     out.append("</svg>")
