@@ -6,7 +6,7 @@ SameDiff, traces and plans all share it.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from .arg_kinds import WEAK_SCALARS
 from .errors import OpError
 from .ir import needed_nodes
 
+if TYPE_CHECKING:
+    from .pictures import Picture
 
 _WEAK = WEAK_SCALARS
 
@@ -63,6 +65,7 @@ class InterpreterPlan:
         self.nodes = needed_nodes(nodes, producers, output_slots)
         self.input_slots = tuple(input_slots)
         self.output_slots = tuple(output_slots)
+        self.types = types  # every value's static type, when known (read by pictures)
         self.reason = reason  # why this plan is not compiled, if a compiler declined it
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -76,3 +79,12 @@ class InterpreterPlan:
             head += f" (fallback: {self.reason})"
         ops = ", ".join(n.op.name + n.op.describe_bodies(n.attrs) for n in self.nodes)
         return f"{head}\n  ops: {ops or '-'}"
+
+    def picture(self, **how: Any) -> "Picture":
+        """This plan as a ``samediff.pictures.Picture`` (``plan_picture``'s keywords)."""
+        from .pictures import plan_picture  # (down a layer; drawing is not paid at import)
+        return plan_picture(self, **how)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of this plan (its nodes marked as run by the interpreter)."""
+        return self.picture().to_dot()

@@ -716,6 +716,29 @@ class SameDiff:
         """A readable table of variables (type, shape, dtype, producing op) and ops."""
         return summary_text(self)
 
+    def picture(self, training: bool = False) -> Any:
+        """The graph's ``samediff.pictures.Picture``; ``training=True``: the plans of the last
+        ``fit`` step instead (gradients plan's forward/backward phases, check, update plan)."""
+        from .pictures import graph_picture  # (down a layer; drawing is not paid at import)
+        if not training:
+            return graph_picture(self.graph, "SameDiff")
+        cached = self._train_step_cache
+        if cached is None:
+            raise GraphError("picture(training=True): no training step yet; call fit first")
+        return cached[2].picture()
+
+    def to_dot(self, training: bool = False) -> str:
+        """Graphviz DOT text of the graph: inputs by kind, one box per op (name, op, output
+        shape and dtype), control-flow bodies as nested clusters (``samediff/pictures``);
+        ``training=True``: of the last ``fit`` step's plans (fused kernels as clusters)."""
+        return self.picture(training).to_dot()
+
+    def save_picture(self, path: Any, training: bool = False, engine: str = "auto") -> str:
+        """Write ``picture(training)``: ``.dot`` text, or SVG (Graphviz when installed, else
+        our own layout); returns the renderer used (``pictures.write_picture``)."""
+        from .pictures import write_picture  # (down a layer; not paid at import)
+        return write_picture(self.picture(training), path, engine)
+
     # -- persistence (samediff/serialize.py) ------------------------------------------------
     def save(self, path: Any, save_updater_state: bool = True) -> None:
         """Save the graph and its VARIABLE/CONSTANT values to ``path`` (a zip of

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
+
+if TYPE_CHECKING:
+    from ..pictures import Picture
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
@@ -510,6 +513,7 @@ class CompiledPlan:
         needed = interpreter.needed_nodes(nodes, producers, output_slots)
         simple = simplify(needed, types if exact_shapes else None)
         self.input_slots, self.output_slots = tuple(input_slots), tuple(output_slots)
+        self.types = types  # every value's static type (read by pictures)
         self._results = [simple.resolve(s) for s in output_slots]
         before = len(simple.nodes)
         simple.nodes = fold_epilogues(simple.nodes, self._results)
@@ -633,3 +637,13 @@ class CompiledPlan:
                 lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else "")
                              + s.op.describe_bodies(s.attrs))
         return "\n".join(lines)
+
+    def picture(self, **how: Any) -> "Picture":
+        """This plan as a ``samediff.pictures.Picture`` (``plan_picture``'s keywords)."""
+        from ..pictures import plan_picture  # (down a layer; drawing is not paid at import)
+        return plan_picture(self, **how)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of this plan: a cluster per fused kernel, library calls and
+        interpreter fallbacks marked, each op with its output shape and dtype."""
+        return self.picture().to_dot()

@@ -29,7 +29,7 @@ materialized gradients either way).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from ..training_forms import training_graph
 from .finite import all_finite
 from .model import TrainableModel
 from .state import UpdaterState
+
+if TYPE_CHECKING:
+    from ..pictures import Picture
 
 _WEAK_FLOAT = type_of(1.0)
 
@@ -88,6 +91,9 @@ class TrainStep:
         # itself is never changed)
         self.graph, self.grads = grad(user, losses, self.params)
         first = len(self.graph.nodes)
+        # the nodes the backward pass added (a picture tells them from the forward ones)
+        self.backward_nodes = frozenset(n.name for n in self.graph.nodes
+                                        if n.name not in user.node_names)
         self._record_update(GraphRecorder(self.graph), losses)
         self.nodes: list[Node] = self.graph.nodes[first:]
         self._build_inputs(first)
@@ -286,6 +292,23 @@ class TrainStep:
         return StepPlan(gradients, self._gradient_outputs, self._checked, update,
                         self._update_outputs, self._handoff, sorted(set(donate.values())))
 
+    def picture(self) -> "Picture":
+        """The picture of the plans of the last batch type this step ran (``to_dot``)."""
+        if not self._plans:
+            raise TrainingError("to_dot: this training step has not run yet, so it has no plan "
+                                "to draw; run one step (fit) first")
+        plan = list(self._plans.values())[-1]
+        kinds = {n: v.vtype.value.lower() for n, v in self.graph.vars.items()
+                 if v.vtype is not VariableType.ARRAY}
+        backward = self.backward_nodes
+        return plan.picture(kinds, lambda node: "backward" if node.name in backward
+                            else "forward")
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of this step's plans: the gradients plan's forward and backward
+        phases, the finiteness check, the update plan; kernels as clusters."""
+        return self.picture().to_dot()
+
     def _fixed_inputs(self, state: UpdaterState) -> tuple[dict, dict, tuple]:
         """Values, types and cache key of the inputs that are the same arrays every step
         (parameters, constants, updater state), rebuilt only when one of them is replaced
@@ -364,6 +387,16 @@ class StepPlan:
         for k in self._handoff:
             if id(_owner(values[k])) in written:
                 values[k] = np.array(values[k], copy=True)
+
+    def picture(self, kinds: dict[str, str] = {},  # noqa: B006 (read only)
+                phase_of: Any = None) -> "Picture":
+        """Both plans and the check between them (``samediff.pictures.step_picture``)."""
+        from ..pictures import step_picture  # (down a layer; drawing is not paid at import)
+        return step_picture(self.gradients, self.update, self._checked, kinds, phase_of)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the gradients plan, the check and the update plan."""
+        return self.picture().to_dot()
 
     def explain(self) -> str:
         return (f"gradients {self.gradients.explain()}\n"
