@@ -4,19 +4,25 @@
 plan step — a fused kernel (args: its ops), a library call (matmul, conv2d...), an interpreter
 node — with the shapes and dtypes it read and wrote; one event per plan execution around them;
 plan compiles (building a plan, Numba compile included) as complete events; plan-cache hits and
-misses as instant events. On exit the file is written. ``summary()`` /
+misses as instant events; eager op calls (``nd.exp(x)`` outside any trace) as "eager" events.
+On exit the file is written. ``summary()`` /
 ``profile_summary()`` give the table to read first: per op or kernel, calls, total, mean and
 share of the profiled step time.
 
-This module is a leaf recorder: it imports only ``errors``, and the executors below it call
-it (``interpreter``, ``compiler.plan``, ``compiler.cache``) only when the module flag ``active``
-is set — one attribute read per plan execution is all profiling costs when it is off.
+This module is a leaf recorder: it imports only ``errors``, and the executors above it call it
+(``array.run_eager``, ``interpreter``, ``compiler.plan``, ``compiler.cache``) only when the
+module flag ``active`` is set — one attribute read per plan execution (per eager op, per cache
+lookup) is all profiling costs when it is off.
 
 Threads: a profile records the plans of *every* thread while it is open, each event under its
 thread's ``tid`` (named in the file's metadata). ``warmup``/``steps`` count top-level plan
 executions of all threads in the order they start; a plan run inside another plan's step (a
-``cond`` branch) belongs to the enclosing execution and is recorded with it. Profiles may nest
-or overlap: each one counts and records independently.
+``cond`` branch) belongs to the enclosing execution and is recorded with it (its events carry
+``args.nested``). Cache events, compiles and eager ops outside any plan are recorded while the
+window is open (from ``warmup`` executions on, until ``steps`` more have started). Profiles may
+nest or overlap: each one counts and records independently. A compiled function's replay that
+its own memo serves (``@nd.compile`` with the same input types) reaches no plan-cache lookup, so
+it shows a plan event but no cache hit.
 """
 from __future__ import annotations
 
@@ -41,8 +47,8 @@ _local = threading.local()   # .depth: nested plan executions; .into: their prof
 _T0 = time.perf_counter_ns()
 _PID = os.getpid()
 
-#: Event categories that are plan steps (the summary's rows).
-STEP_CATEGORIES = ("kernel", "library", "interpreter")
+#: Event categories of the summary's rows: plan steps, and eager op calls.
+STEP_CATEGORIES = ("kernel", "library", "interpreter", "eager")
 
 
 def now_us() -> float:
@@ -150,7 +156,7 @@ class Profile:
 
 # -- what the executors call (only when ``active``) ------------------------------------------
 
-def _targets() -> Sequence[Profile]:
+def targets() -> Sequence[Profile]:
     """The profiles an event happening now belongs to: inside a plan execution, the ones
     recording it; otherwise those whose next top-level execution would be recorded."""
     if getattr(_local, "depth", 0):
@@ -195,7 +201,7 @@ def complete(into: Iterable[Profile], name: str, cat: str, ts: float, args: dict
 
 def instant(name: str, cat: str, args: dict | None = None) -> None:
     """Record an instant ("i", thread-scoped) event into the profiles recording now."""
-    into = _targets()
+    into = targets()
     if not into:
         return
     event = {"name": name, "cat": cat, "ph": "i", "s": "t", "ts": now_us(), "pid": _PID,
@@ -206,7 +212,7 @@ def instant(name: str, cat: str, args: dict | None = None) -> None:
 
 def compile_event(ts: float, plan: Any, owner: Any = None) -> None:
     """A plan was built (``ts``: when building began)."""
-    into = _targets()
+    into = targets()
     if not into:
         return
     explain = getattr(plan, "explain", None)
@@ -236,8 +242,8 @@ def profile(path: str | os.PathLike | None = None, *, warmup: int = 0,
     with its ops and input/output shapes and dtypes; plan compiles are complete events and
     plan-cache hits/misses instant events. ``warmup`` skips the first N plan executions,
     ``steps`` records only the M after them. Open the file in https://ui.perfetto.dev or
-    chrome://tracing; ``profile_summary()`` prints the per-op table. Plans of every thread are
-    recorded (each under its own tid); eager op calls are not (they run no plan).
+    chrome://tracing; ``profile_summary()`` prints the per-op table. Plans and eager op calls
+    of every thread are recorded, each under its own tid.
 
     >>> import json, os, tempfile
     >>> import nd4py as nd
@@ -258,25 +264,27 @@ def profile(path: str | os.PathLike | None = None, *, warmup: int = 0,
 
 
 class Row(NamedTuple):
-    """One line of the summary: an op (library call / interpreter node) or a fused kernel."""
+    """One line of the summary: an op (library call, interpreter node, eager call) or a fused
+    kernel."""
     op: str
-    kind: str       # "kernel", "library" or "interpreter" (prefixed "nested " in a branch)
+    kind: str       # "kernel", "library", "interpreter" or "eager" ("nested ..." in a branch)
     calls: int
     total_ms: float
     mean_us: float
-    percent: float  # of all step time in the profile
+    percent: float  # of all top-level step and eager time in the profile
 
 
 @dataclass
 class Summary:
     """Per-op totals of a profile's step events, largest first; ``str()`` is the table.
     ``plan_ms`` is the time inside top-level plan executions (steps plus the plan's own
-    overhead; the profiler's own recording time taken out), ``compile_ms`` the time spent
-    building plans."""
+    overhead; the profiler's own recording time taken out), ``overhead_ms`` the part of it
+    outside the steps, ``compile_ms`` the time spent building plans."""
 
     rows: list[Row]
     step_ms: float
     plan_ms: float
+    overhead_ms: float
     plans: int
     compile_ms: float
     compiles: int
@@ -292,8 +300,8 @@ class Summary:
             op = r.op if len(r.op) <= width else r.op[:width - 3] + "..."
             lines.append(f"{op:<{width}}  {r.kind:<11} {r.calls:>7} {r.total_ms:>10.3f} "
                          f"{r.mean_us:>10.1f} {r.percent:>6.1f}")
-        lines.append(f"steps {self.step_ms:.3f} ms in {self.plans} plan execution(s) of "
-                     f"{self.plan_ms:.3f} ms (plan overhead {self.plan_ms - self.step_ms:.3f} ms); "
+        lines.append(f"steps and eager ops {self.step_ms:.3f} ms; {self.plans} plan execution(s) "
+                     f"{self.plan_ms:.3f} ms (outside their steps {self.overhead_ms:.3f} ms); "
                      f"{self.compiles} compile(s) {self.compile_ms:.3f} ms; plan cache "
                      f"{self.hits} hit(s), {self.misses} miss(es)")
         return "\n".join(lines)
@@ -324,11 +332,18 @@ def summarize(events: Iterable[dict]) -> Summary:
             hits += e["name"] == "plan cache hit"
             misses += e["name"] == "plan cache miss"
     step_us = sum(t for (_, cat), (_, t) in totals.items() if not cat.startswith("nested"))
+    eager_us = _totals_of(totals, "eager")
     rows = [Row(name, cat, n, t / 1000.0, t / n, 100.0 * t / step_us if step_us else 0.0)
             for (name, cat), (n, t) in totals.items()]
     rows.sort(key=lambda r: (-r.total_ms, r.op))
-    return Summary(rows, step_us / 1000.0, (plan_us - recording_us) / 1000.0, plans,
+    plan_us -= recording_us
+    return Summary(rows, step_us / 1000.0, plan_us / 1000.0,
+                   (plan_us - (step_us - eager_us)) / 1000.0 if plans else 0.0, plans,
                    compile_us / 1000.0, compiles, hits, misses)
+
+
+def _totals_of(totals: dict, kind: str) -> float:
+    return sum(t for (_, cat), (_, t) in totals.items() if cat == kind)
 
 
 def profile_summary(prof: Profile | None = None, *, show: bool = True) -> Summary:

@@ -119,11 +119,11 @@ def test_warmup_and_steps_select_the_executions():
 
 @pytest.mark.compiled
 def test_summary_totals_add_up(capsys):
-    dense = make_dense()
-    dense(*_args())
+    dense, args = make_dense(), _args()  # (made outside: nd.ones is an eager op)
+    dense(*args)
     with nd.profile() as prof:
         for _ in range(4):
-            dense(*_args())
+            dense(*args)
     table = nd.profile_summary()
     assert "matmul" in capsys.readouterr().out
     assert {(r.op, r.kind, r.calls) for r in table.rows} == {("matmul", "library", 4),
@@ -241,3 +241,17 @@ def test_bad_windows_are_refused():
         nd.profile(steps=0)
     with pytest.raises(Exception, match="steps"):
         ProfilingListener("x.json", steps=0)
+
+
+def test_eager_op_calls_are_events_and_traced_calls_are_not():
+    x = nd.create(np.ones((2, 3), np.float32))
+    with nd.profile() as prof:
+        nd.exp(x).sum(1)
+        with nd.graph_scope():
+            y = nd.exp(x) * 2  # recorded, then run as a plan: no eager event for it
+    eager = _events(prof, "eager")
+    assert [e["name"] for e in eager] == ["exp", "sum"]
+    assert eager[0]["args"]["inputs"] == ["float32[2,3]"]
+    assert eager[1]["args"]["outputs"] == ["float32[2]"]
+    assert _events(prof, "plan") and float(y.sum().item()) == pytest.approx(6 * 2 * np.e)
+    assert {r.kind for r in prof.summary().rows} >= {"eager", "interpreter"}
