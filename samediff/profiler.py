@@ -56,12 +56,20 @@ def now_us() -> float:
     return (time.perf_counter_ns() - _T0) / 1000.0
 
 
+_DESCRIBED: dict = {}  # (dtype, shape) -> text: str(np.dtype) costs about a microsecond
+
+
 def describe(value: Any) -> str:
     """``float32[128,784]`` for an array, ``float (weak)`` for a Python scalar."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is None or dtype is None:
         return f"{type(value).__name__} (weak)"
-    return f"{dtype}[{','.join(map(str, shape))}]"
+    text = _DESCRIBED.get((dtype, shape))
+    if text is None:
+        if len(_DESCRIBED) > 4096:
+            _DESCRIBED.clear()
+        text = _DESCRIBED[(dtype, shape)] = f"{dtype}[{','.join(map(str, shape))}]"
+    return text
 
 
 class Profile:
