@@ -51,6 +51,17 @@ _PID = os.getpid()
 STEP_CATEGORIES = ("kernel", "library", "interpreter", "eager")
 
 
+def _forked() -> None:
+    """In a forked child: the parent's profiles are the parent's (the child neither records
+    into nor writes them)."""
+    global _open, active, _PID
+    _open, active, _PID = (), False, os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def now_us() -> float:
     """Microseconds on the trace's clock (``ts`` of an event)."""
     return (time.perf_counter_ns() - _T0) / 1000.0
@@ -93,6 +104,7 @@ class Profile:
         self.executions = 0     # top-level plan executions seen while open (skipped included)
         self.recorded = 0       # of which recorded
         self._threads: dict[int, str] = {}
+        self._pid = os.getpid()
 
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> "Profile":
@@ -104,6 +116,7 @@ class Profile:
             _open = _open + (self,)
             active = True
             _last = self
+        self._pid = os.getpid()
         return self
 
     def stop(self) -> None:
@@ -118,7 +131,7 @@ class Profile:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-        if self.path is not None:
+        if self.path is not None and self._pid == os.getpid():  # not from a forked child
             self.write(self.path)
 
     def recording(self) -> bool:
@@ -199,7 +212,9 @@ def complete(into: Iterable[Profile], name: str, cat: str, ts: float, args: dict
     """Record a complete ("X") event that began at ``ts`` and ends now (or at ``end``)."""
     end = now_us() if end is None else end
     args = args or {}
-    if getattr(_local, "depth", 0) > 1:  # inside another plan's step: its time counts there
+    # inside a plan's step (a step of a branch's plan, an eager op a UDF calls): its time is
+    # already counted in that step's
+    if getattr(_local, "depth", 0) > (0 if cat == "eager" else 1):
         args["nested"] = True
     event = {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": round(end - ts, 3), "pid": _PID,
              "tid": threading.get_native_id(), "args": args}

@@ -255,3 +255,21 @@ def test_eager_op_calls_are_events_and_traced_calls_are_not():
     assert eager[1]["args"]["outputs"] == ["float32[2]"]
     assert _events(prof, "plan") and float(y.sum().item()) == pytest.approx(6 * 2 * np.e)
     assert {r.kind for r in prof.summary().rows} >= {"eager", "interpreter"}
+
+
+def test_a_forked_child_neither_records_nor_writes_the_parents_profile(tmp_path):
+    import os
+    path = tmp_path / "parent.json"
+    with nd.profile(path):
+        nd.exp(nd.ones(2))
+        pid = os.fork()
+        if pid:  # the parent: the child is done before the parent leaves the block
+            _, status = os.waitpid(pid, 0)
+        else:
+            nd.exp(nd.ones(3))  # not recorded in the child
+        ok = pid != 0 or not profiler.active
+    if pid == 0:  # leaving the block in the child wrote nothing
+        os._exit(0 if ok and not path.exists() else 1)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [e["name"] for e in json.loads(path.read_text())["traceEvents"]
+            if e["cat"] == "eager"] == ["ones", "exp"]
