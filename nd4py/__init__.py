@@ -4,8 +4,8 @@
 level (``nd.exp``, ``nd.matmul``...) and in ND4J-like namespaces (``nd.math``, ``nd.nn``,
 ``nd.linalg``, ``nd.random``), the ``NDArray`` type, data types under ND4J names (``nd.FLOAT``)
 and numpy names (``nd.float32``), ``SameDiff`` for define-and-run graphs, ``nd.grad`` /
-``nd.value_and_grad`` for gradients of Python functions, and ``nd.compile`` / ``nd.graph_scope``
-to trace and compile.
+``nd.value_and_grad`` for gradients of Python functions, ``nd.compile`` / ``nd.graph_scope``
+to trace and compile, and ``nd.profile`` / ``nd.profile_summary`` to see where the time goes.
 
 >>> import nd4py as nd
 >>> x = nd.create([[1.0, -2.0], [3.0, 4.0]])
@@ -37,6 +37,7 @@ from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.control import BranchMismatchError, CaptureError, PredicateError  # noqa: F401
 from samediff.control import cond as _cond
 from samediff.jacobians import hessian, jacfwd, jacrev  # noqa: F401
+from samediff.profiler import Profile, profile, profile_summary  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
 from samediff.frontends import ND4J
 from samediff.frontends.cnn_config import Conv1DConfig, Conv2DConfig, Pooling2DConfig  # noqa: F401
@@ -76,7 +77,8 @@ LazyINDArray = LazyArray
 from samediff.evaluation import (ROC, Evaluation, EvaluationBinary,  # noqa: F401
                                  RegressionEvaluation, ROCBinary, ROCMultiClass)
 from samediff.training import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad,  # noqa: F401
-                               Momentum, Nadam, Nesterovs, NoOp, RmsProp, Sgd, TrainingConfig)
+                               Momentum, Nadam, Nesterovs, NoOp, ProfilingListener, RmsProp, Sgd,
+                               TrainingConfig)
 
 from . import random  # noqa: F401
 from . import array_api  # noqa: F401  (x.__array_namespace__(), issue 11)

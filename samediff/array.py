@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import profiler
 from .arg_kinds import WEAK_SCALARS
 from .dtypes import DEFAULT_FLOAT, SUPPORTED, nd4j_name, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, OpIndexError, TracingError
@@ -43,6 +44,23 @@ def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = 
         if type(x) is not NDArray and isinstance(x, OpSurface) and x._recorder is not None:
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
     return trace.record(op, inputs, attrs or {}, name)
+
+
+def _impl_profiled(op: OpDef, vals: list, kw: dict, rec: Any) -> Any:
+    """``op.impl`` timed into the open profiles as an "eager" event (``samediff.profiler``)."""
+    start = profiler.now_us()
+    try:
+        out = op.impl(*vals, **kw) if kw else op.impl(*vals)
+    except Exception as exc:
+        raise explain_failure(op, vals, rec, exc) from exc
+    end = profiler.now_us()
+    into = profiler.targets()
+    if into:
+        outs = out if isinstance(out, tuple) else (out,)
+        profiler.complete(into, op.name, "eager", start, {
+            "ops": [op.name], "inputs": [profiler.describe(v) for v in vals],
+            "outputs": [profiler.describe(o) for o in outs]}, end)
+    return out
 
 
 def _top_recorder(inputs: list) -> Any:
@@ -78,10 +96,13 @@ def run_eager(op: OpDef, inputs: list, attrs: dict | None, name: str | None = No
     if len(vals) != len(op.inputs) and not op.variadic:
         op.check_arity(len(vals))
     kw = rec.__dict__
-    try:
-        out = op.impl(*vals, **kw) if kw else op.impl(*vals)
-    except Exception as exc:  # turn numpy's message into one that names the op
-        raise explain_failure(op, vals, rec, exc) from exc
+    if profiler.active:  # the profiler's only cost when it is off
+        out = _impl_profiled(op, vals, kw, rec)
+    else:
+        try:
+            out = op.impl(*vals, **kw) if kw else op.impl(*vals)
+        except Exception as exc:  # turn numpy's message into one that names the op
+            raise explain_failure(op, vals, rec, exc) from exc
     if type(out) is np.ndarray:
         return NDArray(out)
     if isinstance(out, tuple):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from . import profiler
 from .array import explain_failure, type_of
 from .arg_kinds import WEAK_SCALARS
 from .errors import OpError
@@ -70,8 +71,32 @@ class InterpreterPlan:
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         values: dict[Any, Any] = dict(zip(self.input_slots, inputs))
+        if profiler.active:  # the only cost of the profiler when it is off
+            return self._execute_profiled(values)
         run_nodes(self.nodes, values)
         return [values[s] for s in self.output_slots]
+
+    def _execute_profiled(self, values: dict) -> list[Any]:
+        """``execute`` with a trace event per node (``samediff.profiler``)."""
+        into = profiler.plan_begin()
+        try:
+            start, recording = profiler.now_us(), 0.0
+            inputs = [profiler.describe(values[s]) for s in self.input_slots] if into else []
+            for node in self.nodes:
+                t = profiler.now_us()
+                run_nodes((node,), values)
+                end = profiler.now_us()
+                if into:
+                    profiler.complete(into, node.op.name, "interpreter", t, profiler.step_args(
+                        [node.op.name], values, node.inputs, node.outputs), end)
+                    recording += profiler.now_us() - end
+            if into:
+                profiler.complete(into, f"plan ({len(self.nodes)} nodes)", "plan", start,
+                                  {"kind": self.kind, "recording_us": recording,
+                                   "inputs": inputs})
+            return [values[s] for s in self.output_slots]
+        finally:
+            profiler.plan_end()
 
     def explain(self) -> str:
         head = f"plan: interpreter, {len(self.nodes)} node(s)"

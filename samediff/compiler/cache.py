@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
+from .. import profiler
 from ..errors import ConfigError
 from ..interpreter import InterpreterPlan
 from . import get_executor, make_plan
@@ -297,9 +298,17 @@ class PlanCache:
             if plan is not None:
                 self._plans.move_to_end(key)
                 self.stats.hits += 1
+                if profiler.active:
+                    profiler.instant("plan cache hit", "cache", _cache_args(plan, owner))
                 return plan
             self.stats.misses += 1
-        plan = build()  # outside the lock: compiling may be slow
+        if profiler.active:
+            profiler.instant("plan cache miss", "cache", _cache_args(None, owner))
+            start = profiler.now_us()
+            plan = build()
+            profiler.compile_event(start, plan, owner)
+        else:
+            plan = build()  # outside the lock: compiling may be slow
         with self._lock:
             self.stats.compiles += 1
             if getattr(plan, "reason", ""):
@@ -356,6 +365,14 @@ class PlanCache:
 
     def __len__(self) -> int:
         return len(self._plans)
+
+
+def _cache_args(plan: Any, owner: Hashable) -> dict:
+    """A cache event's args (profiling only): who asked, and what plan it got."""
+    args = {"owner": str(owner)} if owner is not None else {}
+    if plan is not None:
+        args["kind"] = getattr(plan, "kind", type(plan).__name__)
+    return args
 
 
 PLAN_CACHE = PlanCache()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .. import interpreter
+from .. import interpreter, profiler
 from ..errors import NdError
 from ..kernels import forksafe
 from ..ops import TensorType
@@ -608,6 +608,8 @@ class CompiledPlan:
         return frees
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        if profiler.active:  # the only cost of the profiler when it is off
+            return self._execute_profiled(inputs)
         values = dict(self.constants)
         values.update(zip(self.input_slots, inputs))
         if self._program is None:  # what each step calls, and what it frees after
@@ -620,6 +622,45 @@ class CompiledPlan:
                 values.pop(s, None)
         results = [values[s] for s in self._results]
         return protect_outputs(results, self._shared) if self._any_shared else results
+
+    def _execute_profiled(self, inputs: Sequence[Any]) -> list[Any]:
+        """``execute`` with a trace event per step and one for the whole run, for the profiles
+        recording it (none during a profile's warm-up: then it just runs)."""
+        into = profiler.plan_begin()
+        try:
+            start, recording = profiler.now_us(), 0.0  # (time spent recording, not running)
+            values = dict(self.constants)
+            values.update(zip(self.input_slots, inputs))
+            for step, frees in zip(self.steps, self._frees):
+                t = profiler.now_us()
+                if isinstance(step, KernelStep):
+                    step.run(values)
+                    end = profiler.now_us()
+                    if into:
+                        profiler.complete(into, step.describe(), "kernel" if step.kernels
+                                          is not None else "interpreter", t, profiler.step_args(
+                                              [n.op.name for n in step.nodes], values,
+                                              step.arrays + step.scalars, step.outputs), end)
+                        recording += profiler.now_us() - end
+                else:
+                    interpreter.run_nodes((step,), values)
+                    end = profiler.now_us()
+                    if into:
+                        act = epilogue_of(step)
+                        ops = [step.op.name] + ([act] if act != "none" else [])
+                        profiler.complete(into, step.op.name, "library", t, profiler.step_args(
+                            ops, values, step.inputs, step.outputs), end)
+                        recording += profiler.now_us() - end
+                for s in frees:
+                    values.pop(s, None)
+            results = [values[s] for s in self._results]
+            if into:
+                profiler.complete(into, f"plan ({len(self.steps)} steps)", "plan", start,
+                                  {"kind": self.kind, "recording_us": recording,
+                                   "inputs": [profiler.describe(v) for v in inputs]})
+            return protect_outputs(results, self._shared) if self._any_shared else results
+        finally:
+            profiler.plan_end()
 
     def explain(self) -> str:
         kernels = [s for s in self.steps if isinstance(s, KernelStep)]

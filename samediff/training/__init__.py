@@ -11,7 +11,7 @@ from .config import TrainingConfig
 from .history import EpochRecord, History, LossCurve
 from .model import Model, TrainableModel
 from .listeners import (CheckpointListener, EarlyStopping, LambdaListener, Listener,
-                        ScoreListener)
+                        ProfilingListener, ScoreListener)
 from .schedules import (CosineSchedule, CycleSchedule, ExponentialSchedule, FixedSchedule,
                         InverseSchedule, MapSchedule, PolySchedule, RampSchedule, Schedule,
                         ScheduleType, SigmoidSchedule, StepSchedule)
@@ -21,7 +21,8 @@ from .updaters import (AdaDelta, AdaGrad, AdaMax, Adam, AdamW, AMSGrad, Momentum
 
 __all__ = ["TrainingConfig", "TrainableModel", "Model", "fit", "evaluate", "NonFiniteError",
            "History", "EpochRecord", "LossCurve", "Listener",
-           "LambdaListener", "ScoreListener", "EarlyStopping", "CheckpointListener", "Schedule",
+           "LambdaListener", "ScoreListener", "EarlyStopping", "CheckpointListener", "ProfilingListener",
+           "Schedule",
            "ScheduleType", "FixedSchedule", "StepSchedule", "ExponentialSchedule",
            "InverseSchedule", "PolySchedule", "SigmoidSchedule", "MapSchedule", "CycleSchedule",
            "CosineSchedule", "RampSchedule", "Updater", "Sgd", "Momentum", "Nesterovs", "Adam",

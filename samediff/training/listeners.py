@@ -17,6 +17,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import TrainingError
+from ..profiler import Profile
 from .history import EpochRecord
 
 
@@ -166,6 +167,80 @@ class CheckpointListener(Listener):
     def on_epoch_end(self, trainer: Any, record: EpochRecord) -> None:
         if self.every_epochs and (record.epoch + 1) % self.every_epochs == 0:
             self.save(trainer)
+
+
+class ProfilingListener(Listener):
+    """Profile ``fit``'s iterations into a Chrome trace (ND4J's ``ProfilingListener``): skip
+    the first ``warmup`` iterations (compiles, first-touch allocations), record the next
+    ``steps`` (``None``: until the end of fit), write ``path`` when done. Everything that runs
+    plans in the recorded window is in the trace — each training step's plan steps, and any
+    validation run at an epoch's end in between. ``listener.profile.summary()`` (or
+    ``nd.profile_summary(listener.profile)``) gives the per-op table afterwards.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import nd4py as nd
+    >>> sd = nd.SameDiff.create()
+    >>> x, y = sd.placeholder("x", nd.FLOAT, -1, 3), sd.placeholder("y", nd.FLOAT, -1, 1)
+    >>> w = sd.var("w", nd.FLOAT, 3, 1)
+    >>> loss = sd.loss.mean_squared_error("loss", y, x.mmul(w))
+    >>> sd.set_loss_variables("loss")
+    >>> sd.set_training_config(nd.TrainingConfig(updater=nd.Sgd(0.1), feature_mapping=["x"],
+    ...                                          label_mapping=["y"]))
+    >>> path = os.path.join(tempfile.mkdtemp(), "fit.json")
+    >>> listener = ProfilingListener(path, warmup=1, steps=2)
+    >>> _ = sd.fit((np.ones((8, 3), np.float32), np.ones((8, 1), np.float32)), epochs=4,
+    ...            batch_size=8, listeners=[listener], verbose=0)
+    >>> os.path.exists(path), listener.iterations_recorded
+    (True, 2)
+    """
+
+    def __init__(self, path: str | os.PathLike, warmup: int = 0, steps: int | None = None) -> None:
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise TrainingError(f"ProfilingListener: warmup must be an integer >= 0, got "
+                                f"{warmup!r}")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                                  or steps < 1):
+            raise TrainingError(f"ProfilingListener: steps must be None or an integer >= 1, "
+                                f"got {steps!r}")
+        self.path, self.warmup, self.steps = os.fspath(path), warmup, steps
+        self.profile: Profile | None = None
+        self.iterations_recorded = 0
+        self._seen, self._recording, self._written = 0, False, False
+
+    def on_fit_start(self, trainer: Any) -> None:
+        self._finish()  # a previous fit's profile, if one was left open
+        self.profile, self.iterations_recorded, self._seen = Profile(self.path), 0, 0
+        self._written = False
+        if self.warmup == 0:
+            self._start()
+
+    def _start(self) -> None:
+        self.profile.start()
+        self._recording = True
+
+    def on_iteration_end(self, trainer: Any, iteration: int, loss: float) -> None:
+        if self.profile is None or self._written:
+            return
+        self._seen += 1
+        if self._recording:
+            self.iterations_recorded += 1
+            if self.steps is not None and self.iterations_recorded == self.steps:
+                self._finish()
+        elif self._seen == self.warmup:
+            self._start()  # the next iteration is the first recorded
+
+    def on_fit_end(self, trainer: Any) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        """Stop recording and write the file (an empty trace if fit ended in the warm-up)."""
+        if self.profile is None or self._written:
+            return
+        self.profile.stop()
+        self._recording = False
+        self.profile.write(self.path)
+        self._written = True  # fit's end does not write it again
 
 
 def as_listener(obj: Any) -> Listener:
