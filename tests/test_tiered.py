@@ -31,8 +31,10 @@ class HeldPlanner:
 
     def __init__(self, fail: bool = False) -> None:
         self.gate, self.fail, self.builds = threading.Event(), fail, 0
+        self.entered = threading.Event()  # a build is in progress (waiting at the gate)
 
     def __call__(self, *args, **options):
+        self.entered.set()
         assert self.gate.wait(30), "the test never released the build"
         self.builds += 1
         if self.fail:
@@ -161,6 +163,7 @@ def test_fork_waits_for_a_build_in_progress_and_the_child_runs_the_plan(held):
     with nd.compile_mode("background"):
         compiled(nd.create(X))
     plan = compiled.last_plan
+    assert held.entered.wait(30)  # the build is in progress (queued ones restart in a child)
     threading.Timer(0.3, held.release).start()  # the fork below waits for this build
     pid = os.fork()
     if pid == 0:  # the child: the swapped-in plan runs here
