@@ -270,6 +270,7 @@ def profile(path: str | os.PathLike | None = None, *, warmup: int = 0,
 
     >>> import json, os, tempfile
     >>> import nd4py as nd
+    >>> nd.clear_cache()  # (so that this example's plan is built, and its compile recorded)
     >>> @nd.compile
     ... def dense(x, w, b):
     ...     return nd.nn.relu(x @ w + b)
