@@ -32,15 +32,16 @@ from .control import if_cond
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
 from .frontends.nd4j import camel_case_method
 from .graph_args import parse_var_args, shape_arg
-from .errors import GraphError, PlaceholderError, UnknownVariableError
+from .errors import GraphError
 from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
-from .execution import check_feed, runtime_type, typed_plan
+from .execution import check_feed, run_graph, typed_plan
 from .training.config import TrainingConfig
 from .training.history import History
+from .training.model import read_value, write_value
 from .training.rollback import ModelSnapshot
 from .training.state import UpdaterState
 from .training.trainer import evaluate, fit
@@ -428,27 +429,9 @@ class SameDiff:
         for n in names:
             if n not in self.graph.vars:
                 raise self.graph.unknown_output(n)
-        nodes = self.graph.needed(names)
-        values = self._initial_values(placeholders or {}, nodes, names)
-        plan = self._plan(nodes, values, names)
-        results = plan.execute([values[k] for k in plan.input_slots])
-        variables = self.graph.vars
-        return {n: NDArray(r.copy() if variables[n].value is not None else np.asarray(r))
-                for n, r in zip(names, results)}
-
-    def _plan(self, nodes: list[Node], values: dict[str, Any], names: list[str]) -> Any:
-        """The plan computing ``names`` from these inputs (compiled by default), from the one
-        plan cache; the structure of the needed nodes is kept per graph version and outputs."""
-        variables = self.graph.vars
-        types = {k: runtime_type(variables[k], values[k]) for k in values}
-        memo_key = (self.graph.version, tuple(names))
-        structure = self._structures.get(memo_key)
-        if structure is None:
-            if len(self._structures) >= 64:
-                self._structures.clear()
-            structure = self._structures[memo_key] = Structure.of(nodes)
-        self.last_plan = typed_plan(nodes, types, names, structure=structure)
-        return self.last_plan
+        self.last_plan, results = run_graph(self.graph, placeholders or {}, names,
+                                            self._placeholder_arrays, self._structures)
+        return {n: NDArray(r) for n, r in zip(names, results)}
 
     def if_cond(self, out_name: Any, if_name: Any = None, cond: Any = None, true_body: Any = None,
                 false_body: Any = None, *, inputs: Any = ()) -> Any:
@@ -565,35 +548,6 @@ class SameDiff:
     execSingle = exec_single
     execAndEndResult = exec_and_end_result
 
-    def _initial_values(self, feeds: Mapping[str, Any], nodes: list[Node],
-                        outputs: list[str]) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for name, value in feeds.items():
-            info = self.graph.vars.get(name)
-            if info is None:
-                known = [p.name for p in self.placeholders()]
-                raise UnknownVariableError(f"output: cannot feed {name!r}: no such variable"
-                                           f"{did_you_mean(name, known)} (placeholders: {known})")
-            if info.vtype is not VariableType.PLACEHOLDER:
-                raise PlaceholderError(f"output: {name!r} is a {info.vtype.value}, not a "
-                                       f"placeholder; only placeholders can be fed")
-            values[name] = check_feed(info, value)
-        used = {i for n in nodes for i in n.inputs} | set(outputs)
-        for name in used:
-            info = self.graph.vars[name]
-            if info.value is not None:
-                values[name] = info.value.item() if info.ttype.weak else info.value
-            elif info.vtype is VariableType.PLACEHOLDER and name not in values:
-                # ND4J: a placeholder's array set with ph.set_array(a) is its value until a
-                # feed overrides it (already checked like a feed when it was set)
-                value = self._placeholder_arrays.get(name)
-                if value is None:
-                    raise PlaceholderError(f"output: placeholder {name!r} ({info.ttype}) needs "
-                                           f"a value; pass it as output({{{name!r}: array}}, "
-                                           f"...) or set it with ph.set_array(array)")
-                values[name] = value
-        return values
-
     def __getattr__(self, name: str) -> Any:
         """Every op of the table is also available directly: ``sd.matmul``, ``sd.concat``..."""
         if name.startswith("_") or name == "all_ops":
@@ -624,17 +578,11 @@ class SameDiff:
 
     def read_value(self, name: str) -> np.ndarray:
         """The live array of VARIABLE/CONSTANT ``name`` (not a copy; training updates it)."""
-        value = self._info(name).value
-        if value is None:
-            raise GraphError(f"read_value: {name!r} is a {self._info(name).vtype.value}; only "
-                             f"VARIABLEs and CONSTANTs hold values")
-        return value
+        return read_value(self.graph, name)
 
     def write_value(self, name: str, value: np.ndarray) -> None:
         """Write trained ``value`` into ``name``'s own array (in place, unlike ``set_array``)."""
-        target = self.read_value(name)
-        if value is not target:  # a donated buffer already holds the update
-            np.copyto(target, value)
+        write_value(self.graph, name, value)
 
     def cached_train_step(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``fit``'s compiled step: this SameDiff keeps the last one, reused while ``key``

@@ -29,7 +29,7 @@ import numpy as np
 
 try:  # rootdir-relative import (tests/ is not a package) ...
     from op_references import (
-        arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
+        arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
         batch_norm_train_ref, check_bernoulli, check_dropout_mask, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
@@ -39,7 +39,7 @@ try:  # rootdir-relative import (tests/ is not a package) ...
         squeeze_ref, stack_ref, tile_ref, truthy_block, u, unstack_ref, variance_of)
 except ImportError:  # ... or tests/ became one
     from .op_references import (
-        arange_ref, away_from_int, batch_norm_ref, dft_ref, dftn_ref, broadcast_like_ref, broadcast_ref, build,
+        arange_ref, away_from_int, batch_norm_ref, broadcast_like_ref, broadcast_ref, build,
         batch_norm_train_ref, check_bernoulli, check_dropout_mask, check_normal, check_truncated, check_uniform, concat_ref, dot_ref,
         expand_ref, first_index, fsum_or_sum, idx, item, iv, layer_norm_ref, log_softmax_ref,
         matmul_ref, mean_of, nonzero_iv, one_hot_ref, pad_grad_ref, pad_ref, permute_ref, pos,
@@ -771,38 +771,25 @@ SAMPLES["pad_grad"] = [
     S([u(9, 4), u(2, 4)], {"paddings": ((3, 4), (0, 0)), "mode": "symmetric"}, pad_grad_ref),
     S([u(12), u(3)], {"paddings": ((4, 5),), "mode": "reflect"}, pad_grad_ref),  # re-reflected
 ]
-# --- Fourier transforms (real samples: the suite casts inputs to float32/float64) -----------
-def _spectrum_dtype(run: str) -> str:
-    return "complex64" if run == "float32" else "complex128"
 
 
-for _kind in ("fft", "ifft", "rfft", "ihfft"):
-    SAMPLES[_kind] = [S([u(2, 6)], {}, dft_ref(_kind), out_dtype=_spectrum_dtype),
-                      S([u(5, 3)], {"n": 4, "axis": 0, "norm": "ortho"}, dft_ref(_kind),
-                        out_dtype=_spectrum_dtype),
-                      S([u(7)], {"n": 9, "norm": "forward"}, dft_ref(_kind),
-                        out_dtype=_spectrum_dtype)]
-for _kind in ("irfft", "hfft"):
-    SAMPLES[_kind] = [S([u(2, 4)], {}, dft_ref(_kind)),
-                      S([u(3, 5)], {"n": 7, "axis": 0, "norm": "ortho"}, dft_ref(_kind)),
-                      S([u(6)], {"n": 6, "norm": "forward"}, dft_ref(_kind))]
-for _kind in ("fftn", "ifftn", "rfftn", "irfftn"):
-    _out = {} if _kind == "irfftn" else {"out_dtype": _spectrum_dtype}
-    SAMPLES[_kind] = [S([u(2, 3, 4)], {}, dftn_ref(_kind), **_out),
-                      S([u(4, 3, 2)], {"s": (3, 4), "axes": (0, 2), "norm": "ortho"},
-                        dftn_ref(_kind), **_out)]
+# Some families keep their rows in files of their own; each exports ``<fn>(S) -> rows``.
+def _load_rows(module: str, fn: str) -> None:
+    try:  # rootdir-relative import (tests/ is not a package) ...
+        rows = importlib.import_module(module)
+    except ImportError:  # ... or tests/ became one
+        rows = importlib.import_module(f".{module}", __package__)
+    SAMPLES.update(getattr(rows, fn)(S))
+
+
+_load_rows("op_samples_fft", "fft_samples")  # (here: the sample inputs share one seeded stream)
 SAMPLES["split_like"] = [
     S([u(2, 6), u(2, 1), u(2, 3), u(2, 2)], {"axis": 1}, split_like_ref),
     S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),
     S([u(3, 2), u(3, 2)], {"axis": -2}, split_like_ref),
 ]
-# The cnn families keep their rows in files of their own; each exports ``<fn>(S) -> rows``.
 for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D pooling
                      ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
                      ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
                      ("op_samples_control", "control_samples")):  # ops with sub-graphs (cond)
-    try:  # rootdir-relative import (tests/ is not a package) ...
-        _rows = importlib.import_module(_module)
-    except ImportError:  # ... or tests/ became one
-        _rows = importlib.import_module(f".{_module}", __package__)
-    SAMPLES.update(getattr(_rows, _fn)(S))
+    _load_rows(_module, _fn)

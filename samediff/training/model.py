@@ -28,9 +28,9 @@ from typing import Callable, Hashable, Mapping, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import GraphError, PlaceholderError
+from ..errors import GraphError
+from ..execution import run_graph
 from ..ir import Graph, VariableType
-from ..execution import check_feed, runtime_type, typed_plan
 from .config import TrainingConfig
 from .rollback import ModelSnapshot
 from .state import UpdaterState
@@ -108,6 +108,23 @@ class TrainableModel(Protocol):
         """The model's state now, for ``fit`` to restore if it fails."""
 
 
+def read_value(graph: Graph, name: str) -> np.ndarray:
+    """The live array of VARIABLE/CONSTANT ``name`` of ``graph`` (not a copy; training updates
+    it): ``TrainableModel.read_value`` for a model that is a graph with values."""
+    info = graph.var(name)
+    if info.value is None:
+        raise GraphError(f"read_value: {name!r} is a {info.vtype.value}; only VARIABLEs and "
+                         f"CONSTANTs hold values")
+    return info.value
+
+
+def write_value(graph: Graph, name: str, value: np.ndarray) -> None:
+    """Write trained ``value`` into ``name``'s own array, in place."""
+    target = read_value(graph, name)
+    if value is not target:  # a donated buffer already holds the update
+        np.copyto(target, value)
+
+
 @dataclass(eq=False)
 class Model:
     """The smallest ``TrainableModel``: a graph with its losses, training config and updater
@@ -137,36 +154,14 @@ class Model:
         return [n for n, v in self.graph.vars.items() if v.vtype is VariableType.VARIABLE]
 
     def read_value(self, name: str) -> np.ndarray:
-        info = self.graph.var(name)
-        if info.value is None:
-            raise GraphError(f"read_value: {name!r} is a {info.vtype.value}; only VARIABLEs and "
-                             f"CONSTANTs hold values")
-        return info.value
+        return read_value(self.graph, name)
 
     def write_value(self, name: str, value: np.ndarray) -> None:
-        target = self.read_value(name)
-        if value is not target:  # a donated buffer already holds the update
-            np.copyto(target, value)
+        write_value(self.graph, name, value)
 
     def output(self, placeholders: Mapping[str, np.ndarray], *outputs: str) -> dict[str, np.ndarray]:
-        names = list(outputs)
-        nodes = self.graph.needed(names)
-        values: dict[str, object] = {}
-        for name in {i for n in nodes for i in n.inputs} | set(names):
-            info = self.graph.var(name)
-            if info.vtype is VariableType.PLACEHOLDER:
-                if name not in placeholders:
-                    raise PlaceholderError(f"output: placeholder {name!r} ({info.ttype}) needs "
-                                           f"a value")
-                values[name] = check_feed(info, placeholders[name])
-            elif info.value is not None:
-                values[name] = info.value.item() if info.ttype.weak else info.value
-        types = {k: runtime_type(self.graph.vars[k], v) for k, v in values.items()}
-        plan = typed_plan(nodes, types, names)
-        results = plan.execute([values[k] for k in plan.input_slots])
-        variables = self.graph.vars  # a variable's own array is never handed out
-        return {n: np.array(r) if variables[n].value is not None else np.asarray(r)
-                for n, r in zip(names, results)}
+        _, results = run_graph(self.graph, placeholders, list(outputs))
+        return dict(zip(outputs, results))
 
     def cached_train_step(self, key: Hashable, build: Callable[[], _T]) -> _T:
         cached = self._step
