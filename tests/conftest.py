@@ -13,6 +13,20 @@ from samediff import compiler
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "compiled: run plans with the fused Numba compiler")
+    config.addinivalue_line("markers", "heavy(seconds=10): takes many seconds (an example's "
+                            "training run, a compile-bound hypothesis family); scheduled first, "
+                            "longest first")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Heavy tests first, in their own order: with ``-n 2`` (pytest-xdist) the two workers then
+    start on the long ones and finish together on the many short ones, instead of one worker
+    ending the run alone on an example script that started last."""
+    def seconds(item) -> float:
+        mark = item.get_closest_marker("heavy")
+        return 0.0 if mark is None else mark.kwargs.get("seconds", 10.0)
+
+    items.sort(key=seconds, reverse=True)  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True)

@@ -85,7 +85,7 @@ try:  # rootdir-relative import (tests/ is not a package) ...
 except ImportError:  # ... or tests/ became one
     from tests.edge_values import HUGE, NONFINITE, NONFINITE_SCALARS, SCALES, TINY, masks_equal
 
-pytestmark = [pytest.mark.compiled,
+pytestmark = [pytest.mark.compiled, pytest.mark.heavy,
               # one scope per template sees many plans on purpose (new ranks, dtypes, patterns)
               pytest.mark.filterwarnings("ignore::tracing.RetraceWarning"),
               # numpy's own warnings on edge inputs (mean of an empty row, 0/0) are expected

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -49,6 +51,7 @@ def test_custom_layer():
     assert "gradient check PASSED" in out and "identical predictions" in out
 
 
+@pytest.mark.heavy(seconds=40)
 def test_cnn_digits_reaches_98_5_percent_and_the_eager_network_agrees():
     pytest.importorskip("sklearn")
     out = _run("examples/cnn_digits.py", "--verbose", "0")
@@ -59,6 +62,7 @@ def test_cnn_digits_reaches_98_5_percent_and_the_eager_network_agrees():
     assert gap <= 1e-5, out
 
 
+@pytest.mark.heavy(seconds=16)
 def test_cnn_digits_on_idx_files(tmp_path):
     from samediff.datasets import write_idx
     rng = np.random.default_rng(1)

@@ -115,6 +115,7 @@ def test_split_work_is_the_same_bytes_without_the_helper(monkeypatch):
 
 
 @pytest.mark.compiled
+@pytest.mark.heavy
 def test_training_is_bit_identical_cold_warm_and_on_one_thread(tmp_path):
     cache = tmp_path / "cache"
     cold = _run(tmp_path, "cold", cache)
