@@ -10,7 +10,6 @@ and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` 
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -24,6 +23,7 @@ from ..errors import NdError
 from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
+from .driver import build_driver
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
 from .reduce import render_reduce, split_pattern, trailing_split
@@ -245,6 +245,8 @@ class KernelStep:
         self.reason = ""
         self.kernels: Any = None
         self._preps: dict[tuple, Any] = {}
+        # input shapes -> the generated driver's launch record (``_launch``), or False
+        self._launches: dict[tuple, Any] = {}
         self.donated: dict[Any, Any] = {}   # output slot -> input slot whose buffer it reuses
         self.spec = self._spec(types)
 
@@ -329,8 +331,20 @@ class KernelStep:
         if prep is None:
             if len(self._preps) > 64:
                 self._preps.clear()
+                self._launches.clear()  # (in place: the plan's driver holds this dict)
             prep = self._preps[shapes] = self._prepare(shapes)
+            self._launches[shapes] = prep and self._launch(shapes, prep)
         return prep
+
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        """What the plan's driver (``driver.py``) needs to call the kernel on inputs of these
+        shapes: (per array a reshape target or None, output allocation shape, parallel?, the
+        outputs' view for the kernel or None, their final shape or None, trailing arguments)."""
+        shape, targets, parallel = prep
+        flat_view = (-1,) if self.flat and len(shape) != 1 else None
+        return (tuple(None if tuple(t) == sh or (self.flat and len(sh) == 1) else tuple(t)
+                      for t, sh in zip(targets, shapes)),
+                shape, parallel, flat_view, None, ())
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
@@ -413,6 +427,12 @@ class RowStep(KernelStep):
         rows = math.prod(shape[:-1])
         return shape, views, rows, rows * shape[-1] >= PARALLEL_THRESHOLD
 
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        shape, views, rows, parallel = prep
+        view = (rows, shape[-1])
+        return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
+                shape, parallel, None if view == shape else view, None, ())
+
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
@@ -486,6 +506,12 @@ class ReduceStep(KernelStep):
         return (rows, cols, views, reduce_shape(shape, attrs.dims, attrs.keep_dims),
                 rows * cols >= PARALLEL_THRESHOLD and rows > 1)
 
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        rows, cols, views, out_shape, parallel = prep
+        return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
+                (rows,), parallel, None, None if tuple(out_shape) == (rows,) else out_shape,
+                (cols,))
+
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
@@ -545,7 +571,7 @@ class CompiledPlan:
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
-        self._program: list | None = None
+        self._drive: Any = None  # the generated driver (``driver.py``), built on first use
         # outputs the caller must get a copy of: constants (they live as long as the plan) and
         # library results that may be views of them, inputs, and values returned twice
         persistent = self._views_of(set(self.constants))
@@ -610,17 +636,9 @@ class CompiledPlan:
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         if profiler.active:  # the only cost of the profiler when it is off
             return self._execute_profiled(inputs)
-        values = dict(self.constants)
-        values.update(zip(self.input_slots, inputs))
-        if self._program is None:  # what each step calls, and what it frees after
-            self._program = [(step.run if isinstance(step, KernelStep) else
-                              functools.partial(interpreter.run_nodes, (step,)), tuple(frees))
-                             for step, frees in zip(self.steps, self._frees)]
-        for run, frees in self._program:
-            run(values)
-            for s in frees:
-                values.pop(s, None)
-        results = [values[s] for s in self._results]
+        if self._drive is None:
+            self._drive = build_driver(self, KernelStep)
+        results = self._drive(inputs)
         return protect_outputs(results, self._shared) if self._any_shared else results
 
     def _execute_profiled(self, inputs: Sequence[Any]) -> list[Any]:
