@@ -234,3 +234,24 @@ def test_row_kernels_fuse_the_elementwise_prologue(anchor):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
         text = compiled.explain()
         assert text.count("kernel [fused]") == kernels, text
+
+
+@pytest.mark.parametrize("shape,bshape", [((2, 3), (3,)), ((64, 33), (33,)), ((4, 3, 5), (5,)),
+                                          ((3, 2, 5), (2, 5)), ((0, 3), (3,))])
+def test_bias_gradient_sum_is_fused_into_its_kernel_bit_for_bit(shape, bshape):
+    """``reduce_to_like(g, b)`` over leading dims (a bias gradient) becomes one more output of
+    the kernel computing ``g``, equal to numpy's sum bit for bit (signed zeros too)."""
+    from samediff.ops.call import op
+
+    def f(x, y, b):
+        g = x * y - 0.25
+        return op.reduce_to_like(g, b), g
+
+    x, y, b = arr(*shape), arr(*shape), nd.create(np.full(bshape, -0.0, np.float32))
+    (got, g), (want, gw), plan = both(f, x, y, b)
+    kernels = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+    assert len(plan.steps) == 1 and kernels[0].sum_leads, plan.explain()
+    assert "reduce_to_like" in plan.explain()
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+    np.testing.assert_array_equal(g.numpy(), gw.numpy())

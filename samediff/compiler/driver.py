@@ -84,15 +84,19 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     for j, (o, d) in enumerate(zip(step.outputs, step.out_dtypes)):
         env[f"D{k}_{j}"] = d
         donor = step.donated.get(o)
-        if donor is not None:
+        if o in step.sum_leads:  # a leading-dims sum, accumulated into zeros
+            body.append(f"o{j} = ZEROS(R[1][{step.sum_leads[o]}:], D{k}_{j})")
+        elif donor is not None:
             body.append(f"o{j} = DON({name(donor)}, R[1], D{k}_{j})")
         else:
             body.append(f"o{j} = EMPTY(R[1], D{k}_{j})")
     call_args = [f"{a} if T[{i}] is None else {a}.reshape(T[{i}])" for i, a in enumerate(arrays)]
     call_args += scalars
-    call_args += [f"o{j} if R[3] is None else o{j}.reshape(R[3])" for j in range(len(outs))]
+    call_args += [f"o{j}" if o in step.sum_leads else f"o{j} if R[3] is None else o{j}.reshape(R[3])"
+                  for j, o in enumerate(step.outputs)]
     body.append(f"(KP{k} if R[2] and PAROK() else KS{k})({', '.join(call_args)}, *R[5])")
-    body += [f"{v} = o{j} if R[4] is None else o{j}.reshape(R[4])" for j, v in enumerate(outs)]
+    body += [f"{v} = o{j}" if o in step.sum_leads else f"{v} = o{j} if R[4] is None else "
+             f"o{j}.reshape(R[4])" for j, (v, o) in enumerate(zip(outs, step.outputs))]
     lines += ["    " + b for b in body]
     slow_args = "(" + "".join(f"{a}, " for a in arrays + scalars) + ")"
     donor_args = "(" + "".join(f"{a}, " for a in donors) + ")"
@@ -122,7 +126,7 @@ def _library_lines(k: int, node: Any, name: Callable[[Any], str], env: dict) -> 
 def build_driver(plan: Any, kernel_step: type) -> Callable[[list], list]:
     """The plan as one function ``drive(inputs) -> results`` (see the module docstring)."""
     names: dict[Any, str] = {}
-    env: dict[str, Any] = {"ND": _ND, "EMPTY": np.empty, "DON": _donated, "SLOW": _slow,
+    env: dict[str, Any] = {"ND": _ND, "EMPTY": np.empty, "ZEROS": np.zeros, "DON": _donated, "SLOW": _slow,
                            "FINISH": _finish, "FAILED": _failed,
                            "PAROK": forksafe.parallel_ok}
     for j, (slot, value) in enumerate(plan.constants.items()):

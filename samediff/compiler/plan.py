@@ -26,7 +26,7 @@ from ..ops.families import reduce_shape
 from .driver import build_driver
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
-from .reduce import render_reduce, split_pattern, trailing_split
+from .reduce import fuse_leading_sums, render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
 
@@ -95,6 +95,7 @@ class Group:
     rowwise: bool = False   # has a row anchor (an op with ``row_kernel``: softmax...)
     reduce_split: int | None = None  # ends with a reduction over dims[reduce_split:]
     prologue: int = 0       # row groups: elementwise nodes computing the anchor's input first
+    sums: list = field(default_factory=list)  # leading-dims sums of its values (bias gradients)
 
     def accepts(self, node: Any, types: Sequence[TensorType]) -> bool:
         if self.rowwise:  # a row kernel can only read full rows, column vectors and scalars
@@ -242,6 +243,12 @@ class KernelStep:
         self.scalars = [i for i in external if types[i].weak]
         self.shape = group.shape
         self.out_dtypes = [types[s].dtype for s in self.outputs]
+        # outputs that are leading-dims sums (bias gradients) -> how many dims they sum away
+        self.sum_leads = {n.outputs[0]: len(self.shape) - len(types[n.outputs[0]].shape)
+                          for n in group.sums}
+        if self.sum_leads:  # the kernel writes them last
+            self.outputs.sort(key=lambda o: o in self.sum_leads)
+            self.out_dtypes = [types[s].dtype for s in self.outputs]
         self.reason = ""
         self.kernels: Any = None
         self._preps: dict[tuple, Any] = {}
@@ -258,17 +265,24 @@ class KernelStep:
         for s in self.arrays:
             shp = (1,) * (rank - len(types[s].shape)) + tuple(types[s].shape)
             patterns.append((types[s].dtype, tuple(d == 1 and o != 1 for d, o in zip(shp, self.shape))))
-        flat = all(tuple(types[s].shape) == tuple(self.shape) for s in self.arrays)
+        flat = all(tuple(types[s].shape) == tuple(self.shape) for s in self.arrays) \
+            and not self.sum_leads
         specs = []
         for k, n in enumerate(self.nodes):
+            if n.outputs[0] in self.sum_leads:
+                continue
             ins = [types[i] for i in n.inputs]
             out = f"t{k}"
             specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), out,
                                   types[n.outputs[0]].dtype, _compute_dtype(ins)))
             refs[n.outputs[0]] = out
         self.flat = flat
+        sums = [n for n in self.nodes if n.outputs[0] in self.sum_leads]
         return KernelSpec(rank, flat, tuple(patterns), len(self.scalars), tuple(specs),
-                          tuple((refs[s], types[s].dtype) for s in self.outputs))
+                          tuple((refs[s], types[s].dtype) for s in self.outputs
+                                if s not in self.sum_leads),
+                          tuple((refs[n.inputs[0]], self.sum_leads[n.outputs[0]]) for n in sums
+                                if n.outputs[0] in self.outputs))
 
     def source(self) -> str:
         return render(self.spec)
@@ -357,7 +371,9 @@ class KernelStep:
         shape, targets, parallel = prep
         args = [a.reshape(t) for a, t in zip(arrays, targets)]
         outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
-                if self.donated else [np.empty(shape, d) for d in self.out_dtypes])
+                if self.donated else [np.empty(shape, d) if s not in self.sum_leads else
+                                      np.zeros(shape[self.sum_leads[s]:], d)
+                                      for s, d in zip(self.outputs, self.out_dtypes)])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
         fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
               else self.kernels.kernel_ser)
@@ -369,6 +385,8 @@ class KernelStep:
     def _out_buffer(self, values: dict, slot: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A fresh output array, or the donated input's buffer when it can be written through
         (same shape and dtype, C-contiguous, writeable: always, for the training step)."""
+        if slot in self.sum_leads:
+            return np.zeros(shape[self.sum_leads[slot]:], dtype)
         donor = self.donated.get(slot)
         if donor is not None:
             buf = values[donor]
@@ -550,8 +568,8 @@ class CompiledPlan:
         self.identities = simple.identities
         self.merged = len(simple.alias) - simple.identities
         self.folded = len(needed) - before - len(simple.alias)
-        raw = fuse_row_prologues(fuse_reductions(partition(simple.nodes, types), types,
-                                                 self._results), types, self._results)
+        raw = fuse_leading_sums(fuse_row_prologues(fuse_reductions(
+            partition(simple.nodes, types), types, self._results), types, self._results), types)
         # which values each step must hand on: read by a later step, or a plan output
         later: set = set(self._results)
         needed_after: list[set] = [set()] * len(raw)
