@@ -104,7 +104,8 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     return lines
 
 
-def _library_lines(k: int, node: Any, name: Callable[[Any], str], env: dict) -> list[str]:
+def _library_lines(k: int, node: Any, name: Callable[[Any], str], env: dict,
+                   types: Any) -> list[str]:
     """Call library node ``k``'s implementation directly (interpreter rules on odd results)."""
     env[f"F{k}"], env[f"N{k}"] = node.op.impl, node
     attrs = node.attrs.__dict__
@@ -116,8 +117,10 @@ def _library_lines(k: int, node: Any, name: Callable[[Any], str], env: dict) -> 
     outs = [name(o) for o in node.outputs]
     lines = ["try:", f"    R = F{k}({call})", "except Exception as exc:",
              f"    FAILED(N{k}, {packed}, exc)"]
-    if len(outs) == 1:
+    if len(outs) == 1 and not any(types[i].weak for i in node.inputs):
         lines.append(f"{outs[0]} = R if type(R) is ND else FINISH(N{k}, {packed}, R)")
+    elif len(outs) == 1:  # weak scalars in: the interpreter's rules decide (lr * 0.5 stays weak)
+        lines.append(f"{outs[0]} = FINISH(N{k}, {packed}, R)")
     else:
         lines.append(f"{', '.join(outs)}, = FINISH(N{k}, {packed}, R)")
     return lines
@@ -153,7 +156,7 @@ def build_driver(plan: Any, kernel_step: type) -> Callable[[list], list]:
                               if o in step.donated) + "))"]
             env[f"S{k}"] = step
         else:
-            body = _library_lines(k, step, name, env)
+            body = _library_lines(k, step, name, env, plan.types)
         lines += ["    " + b for b in body]
         # a freed value was produced before (inputs, constants and results are never freed)
         gone = [names[s] for s in frees if s in names]
