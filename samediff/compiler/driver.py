@@ -54,7 +54,8 @@ def _failed(node: Any, args: tuple, exc: Exception) -> None:
 def _slow(step: Any, args: tuple, donors: tuple) -> tuple:
     """A kernel step through its general path (prepare a new shape, or interpret)."""
     values = dict(zip(step.arrays + step.scalars, args))
-    values.update(zip(step.donated.values(), donors))
+    # donors come in the order of the outputs they back (as ``_kernel_lines`` passes them)
+    values.update(zip([step.donated[o] for o in step.outputs if o in step.donated], donors))
     step.run(values)
     return tuple(values[s] for s in step.outputs)
 
