@@ -9,8 +9,8 @@ and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` 
 ``set_strict(True)``) raises instead.
 
 A plan runs as one generated Python function (``driver.py``: values in locals, library calls
-bound once, kernels launched from per-shape records), so its fixed cost per step is a few
-hundred nanoseconds; leading-dims sums (bias gradients) ride along in the kernel computing
+bound once, kernels launched from per-shape records): a step costs little more than the
+call it makes. Leading-dims sums (bias gradients) ride along in the kernel computing
 their input (``reduce.fuse_leading_sums``).
 """
 from __future__ import annotations
