@@ -597,7 +597,7 @@ class CompiledPlan:
         self._drive: Any = None  # the generated driver (``driver.py``), built on first use
         # outputs the caller must get a copy of: constants (they live as long as the plan) and
         # library results that may be views of them, inputs, and values returned twice
-        persistent = self.views_of(set(self.constants))
+        persistent = self._views_of(set(self.constants))
         self._shared = [r in persistent or r in self._inputs_set or self._results.count(r) > 1
                         for r in self._results]
         self._any_shared = any(self._shared)
@@ -605,7 +605,7 @@ class CompiledPlan:
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
 
-    def views_of(self, slots: set) -> set:
+    def _views_of(self, slots: set) -> set:
         """``slots`` plus every library-call result that may be a view of one of them (numpy's
         reshape, transpose, slicing... return views); kernel outputs are always fresh."""
         out = set(slots)
@@ -613,10 +613,6 @@ class CompiledPlan:
             if not isinstance(step, KernelStep) and any(i in out for i in step.inputs):
                 out.update(step.outputs)
         return out
-
-    def result_slots(self, outputs: Sequence[Any]) -> list:
-        """The values the plan returns for these output slots (after CSE and aliasing)."""
-        return [self._results[self.output_slots.index(o)] for o in outputs]
 
     def _last_readers(self) -> dict[Any, int]:
         last: dict[Any, int] = {}
@@ -638,7 +634,7 @@ class CompiledPlan:
             if slot is None or inp not in inputs or results.count(slot) > 1 \
                     or types[slot] != types[inp]:
                 continue
-            aliases = self.views_of({inp})  # the buffer, and views of it taken by library calls
+            aliases = self._views_of({inp})  # the buffer, and views of it taken by library calls
             if aliases & set(results):
                 continue
             read_until = max(last.get(a, -1) for a in aliases)
