@@ -234,3 +234,58 @@ def test_row_kernels_fuse_the_elementwise_prologue(anchor):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
         text = compiled.explain()
         assert text.count("kernel [fused]") == kernels, text
+
+
+@pytest.mark.parametrize("shape,bshape", [((2, 3), (3,)), ((64, 33), (33,)), ((4, 3, 5), (5,)),
+                                          ((3, 2, 5), (2, 5)), ((0, 3), (3,))])
+def test_bias_gradient_sum_is_fused_into_its_kernel_bit_for_bit(shape, bshape):
+    """``reduce_to_like(g, b)`` over leading dims (a bias gradient) becomes one more output of
+    the kernel computing ``g``, equal to numpy's sum bit for bit (signed zeros too)."""
+    from samediff.ops.call import op
+
+    def f(x, y, b):
+        g = x * y - 0.25
+        return op.reduce_to_like(g, b), g
+
+    x, y, b = arr(*shape), arr(*shape), nd.create(np.full(bshape, -0.0, np.float32))
+    (got, g), (want, gw), plan = both(f, x, y, b)
+    kernels = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+    assert len(plan.steps) == 1 and kernels[0].sum_leads, plan.explain()
+    assert "reduce_to_like" in plan.explain()
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+    np.testing.assert_array_equal(g.numpy(), gw.numpy())
+
+
+def test_generated_driver_equals_the_step_loop_and_frees_after_last_reader():
+    """The plan's one generated function (``driver.py``) gives the step-by-step loop's results
+    bit for bit, on its first call (launch records not cached yet: general path) and after."""
+    from samediff import interpreter
+
+    def f(x, w, b, v):
+        h = nd.nn.relu(x @ w + b)
+        return nd.nn.softmax(h * 2.0 - v, -1), h.sum(0), (h @ w.T).mean()
+
+    x, w, b, v = arr(6, 5), arr(5, 5), arr(5), arr(6, 5)
+    with nd.graph_scope() as scope:
+        outs = f(x, w, b, v)
+    assert len([o.numpy() for o in outs]) == 3
+    plan = scope.plan
+    # fresh inputs of the plan's input types (the first call prepares their launch records)
+    rng = np.random.default_rng(1)
+    inputs = [1.5 if plan.types[s].weak else  # (a weak Python scalar input stays one)
+              rng.standard_normal(plan.types[s].shape).astype(plan.types[s].dtype)
+              for s in plan.input_slots]
+    values = dict(plan.constants)
+    values.update(zip(plan.input_slots, inputs))
+    for step in plan.steps:
+        if isinstance(step, cplan.KernelStep):
+            step.run(values)
+        else:
+            interpreter.run_nodes((step,), values)
+    want = [values[s] for s in plan._results]
+    for _ in range(2):
+        got = plan.execute(inputs)
+        for g, w_ in zip(got, want):
+            np.testing.assert_array_equal(g, w_)
+    assert "del " in plan._drive.source and "values[" not in plan._drive.source

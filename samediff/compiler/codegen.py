@@ -50,6 +50,9 @@ class KernelSpec:
     scalars: int
     nodes: tuple[NodeSpec, ...]
     outputs: tuple[tuple[str, np.dtype], ...]
+    # leading-dims sums (ref, leading dims summed): outputs after ``outputs``, accumulated in
+    # place into zeroed arrays row after row (``reduce.fuse_leading_sums``); not flat
+    sums: tuple[tuple[str, int], ...] = ()
 
 
 def _arg(ref: str, compute: np.dtype | None) -> str:
@@ -115,7 +118,9 @@ def render(spec: KernelSpec) -> str:
     out_idx = "i" if spec.flat else (", ".join(index) if spec.rank else "()")
     for k, (ref, _) in enumerate(spec.outputs):
         body.append(f"o{k}[{out_idx}] = {ref}")
-    params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs))])
+    for k, (ref, lead) in enumerate(spec.sums, start=len(spec.outputs)):
+        body.append(f"o{k}[{', '.join(index[lead:])}] += {ref}")
+    params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs) + len(spec.sums))])
     lines = list(PRELUDE)
     for name, parallel in VARIANTS:
         lines.append(decorator(parallel))
@@ -125,7 +130,8 @@ def render(spec: KernelSpec) -> str:
         else:
             depth = 1
             for d, (var, bound) in enumerate(loops):
-                rng = "prange" if (parallel and d == 0) else "range"
+                # (rows summed into one output must not be split: no prange then)
+                rng = "prange" if (parallel and d == 0 and not spec.sums) else "range"
                 lines.append("    " * depth + f"for {var} in {rng}({bound}):")
                 depth += 1
             lines += ["    " * depth + b for b in body]

@@ -7,10 +7,14 @@ without tracing or SameDiff knowing. A group that cannot be compiled (a Numba er
 unsupported construct) runs through the interpreter instead — per group, not all-or-nothing —
 and the reason is logged once and reported by ``explain()``. ``ND4PY_STRICT=1`` (or
 ``set_strict(True)``) raises instead.
+
+A plan runs as one generated Python function (``driver.py``: values in locals, library calls
+bound once, kernels launched from per-shape records): a step costs little more than the
+call it makes. Leading-dims sums (bias gradients) ride along in the kernel computing
+their input (``reduce.fuse_leading_sums``).
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -24,9 +28,10 @@ from ..errors import NdError
 from ..kernels import forksafe
 from ..ops import TensorType
 from ..ops.families import reduce_shape
+from .driver import build_driver
 from .codegen import FLOATS, KernelSpec, NodeSpec, load, render
 from .passes import epilogue_of, fold_epilogues, protect_outputs, simplify
-from .reduce import render_reduce, split_pattern, trailing_split
+from .reduce import fuse_leading_sums, render_reduce, split_pattern, trailing_split
 from .rowwise import (render_rows, row_anchor, row_broadcastable, row_epsilon, row_view_shape,
                       spec_for_rows)
 
@@ -95,6 +100,7 @@ class Group:
     rowwise: bool = False   # has a row anchor (an op with ``row_kernel``: softmax...)
     reduce_split: int | None = None  # ends with a reduction over dims[reduce_split:]
     prologue: int = 0       # row groups: elementwise nodes computing the anchor's input first
+    sums: list = field(default_factory=list)  # leading-dims sums of its values (bias gradients)
 
     def accepts(self, node: Any, types: Sequence[TensorType]) -> bool:
         if self.rowwise:  # a row kernel can only read full rows, column vectors and scalars
@@ -242,9 +248,17 @@ class KernelStep:
         self.scalars = [i for i in external if types[i].weak]
         self.shape = group.shape
         self.out_dtypes = [types[s].dtype for s in self.outputs]
+        # outputs that are leading-dims sums (bias gradients) -> how many dims they sum away
+        self.sum_leads = {n.outputs[0]: len(self.shape) - len(types[n.outputs[0]].shape)
+                          for n in group.sums}
+        if self.sum_leads:  # the kernel writes them last
+            self.outputs.sort(key=lambda o: o in self.sum_leads)
+            self.out_dtypes = [types[s].dtype for s in self.outputs]
         self.reason = ""
         self.kernels: Any = None
         self._preps: dict[tuple, Any] = {}
+        # input shapes -> the generated driver's launch record (``_launch``), or False
+        self._launches: dict[tuple, Any] = {}
         self.donated: dict[Any, Any] = {}   # output slot -> input slot whose buffer it reuses
         self.spec = self._spec(types)
 
@@ -256,17 +270,24 @@ class KernelStep:
         for s in self.arrays:
             shp = (1,) * (rank - len(types[s].shape)) + tuple(types[s].shape)
             patterns.append((types[s].dtype, tuple(d == 1 and o != 1 for d, o in zip(shp, self.shape))))
-        flat = all(tuple(types[s].shape) == tuple(self.shape) for s in self.arrays)
+        flat = all(tuple(types[s].shape) == tuple(self.shape) for s in self.arrays) \
+            and not self.sum_leads
         specs = []
         for k, n in enumerate(self.nodes):
+            if n.outputs[0] in self.sum_leads:
+                continue
             ins = [types[i] for i in n.inputs]
             out = f"t{k}"
             specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), out,
                                   types[n.outputs[0]].dtype, _compute_dtype(ins)))
             refs[n.outputs[0]] = out
         self.flat = flat
+        sums = [n for n in self.nodes if n.outputs[0] in self.sum_leads]
         return KernelSpec(rank, flat, tuple(patterns), len(self.scalars), tuple(specs),
-                          tuple((refs[s], types[s].dtype) for s in self.outputs))
+                          tuple((refs[s], types[s].dtype) for s in self.outputs
+                                if s not in self.sum_leads),
+                          tuple((refs[n.inputs[0]], self.sum_leads[n.outputs[0]]) for n in sums
+                                if n.outputs[0] in self.outputs))
 
     def source(self) -> str:
         return render(self.spec)
@@ -329,8 +350,20 @@ class KernelStep:
         if prep is None:
             if len(self._preps) > 64:
                 self._preps.clear()
+                self._launches.clear()  # (in place: the plan's driver holds this dict)
             prep = self._preps[shapes] = self._prepare(shapes)
+            self._launches[shapes] = prep and self._launch(shapes, prep)
         return prep
+
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        """What the plan's driver (``driver.py``) needs to call the kernel on inputs of these
+        shapes: (per array a reshape target or None, output allocation shape, parallel?, the
+        outputs' view for the kernel or None, their final shape or None, trailing arguments)."""
+        shape, targets, parallel = prep
+        flat_view = (-1,) if self.flat and len(shape) != 1 else None
+        return (tuple(None if tuple(t) == sh or (self.flat and len(sh) == 1) else tuple(t)
+                      for t, sh in zip(targets, shapes)),
+                shape, parallel, flat_view, None, ())
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
@@ -343,7 +376,9 @@ class KernelStep:
         shape, targets, parallel = prep
         args = [a.reshape(t) for a, t in zip(arrays, targets)]
         outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
-                if self.donated else [np.empty(shape, d) for d in self.out_dtypes])
+                if self.donated else [np.empty(shape, d) if s not in self.sum_leads else
+                                      np.zeros(shape[self.sum_leads[s]:], d)
+                                      for s, d in zip(self.outputs, self.out_dtypes)])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
         fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
               else self.kernels.kernel_ser)
@@ -355,6 +390,8 @@ class KernelStep:
     def _out_buffer(self, values: dict, slot: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A fresh output array, or the donated input's buffer when it can be written through
         (same shape and dtype, C-contiguous, writeable: always, for the training step)."""
+        if slot in self.sum_leads:
+            return np.zeros(shape[self.sum_leads[slot]:], dtype)
         donor = self.donated.get(slot)
         if donor is not None:
             buf = values[donor]
@@ -412,6 +449,12 @@ class RowStep(KernelStep):
             return False
         rows = math.prod(shape[:-1])
         return shape, views, rows, rows * shape[-1] >= PARALLEL_THRESHOLD
+
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        shape, views, rows, parallel = prep
+        view = (rows, shape[-1])
+        return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
+                shape, parallel, None if view == shape else view, None, ())
 
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
@@ -486,6 +529,12 @@ class ReduceStep(KernelStep):
         return (rows, cols, views, reduce_shape(shape, attrs.dims, attrs.keep_dims),
                 rows * cols >= PARALLEL_THRESHOLD and rows > 1)
 
+    def _launch(self, shapes: tuple, prep: Any) -> tuple:
+        rows, cols, views, out_shape, parallel = prep
+        return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
+                (rows,), parallel, None, None if tuple(out_shape) == (rows,) else out_shape,
+                (cols,))
+
     def _call(self, values: dict, force_serial: bool = False) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
@@ -524,8 +573,8 @@ class CompiledPlan:
         self.identities = simple.identities
         self.merged = len(simple.alias) - simple.identities
         self.folded = len(needed) - before - len(simple.alias)
-        raw = fuse_row_prologues(fuse_reductions(partition(simple.nodes, types), types,
-                                                 self._results), types, self._results)
+        raw = fuse_leading_sums(fuse_row_prologues(fuse_reductions(
+            partition(simple.nodes, types), types, self._results), types, self._results), types)
         # which values each step must hand on: read by a later step, or a plan output
         later: set = set(self._results)
         needed_after: list[set] = [set()] * len(raw)
@@ -545,7 +594,7 @@ class CompiledPlan:
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
-        self._program: list | None = None
+        self._drive: Any = None  # the generated driver (``driver.py``), built on first use
         # outputs the caller must get a copy of: constants (they live as long as the plan) and
         # library results that may be views of them, inputs, and values returned twice
         persistent = self._views_of(set(self.constants))
@@ -610,17 +659,9 @@ class CompiledPlan:
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         if profiler.active:  # the only cost of the profiler when it is off
             return self._execute_profiled(inputs)
-        values = dict(self.constants)
-        values.update(zip(self.input_slots, inputs))
-        if self._program is None:  # what each step calls, and what it frees after
-            self._program = [(step.run if isinstance(step, KernelStep) else
-                              functools.partial(interpreter.run_nodes, (step,)), tuple(frees))
-                             for step, frees in zip(self.steps, self._frees)]
-        for run, frees in self._program:
-            run(values)
-            for s in frees:
-                values.pop(s, None)
-        results = [values[s] for s in self._results]
+        if self._drive is None:
+            self._drive = build_driver(self, KernelStep)
+        results = self._drive(inputs)
         return protect_outputs(results, self._shared) if self._any_shared else results
 
     def _execute_profiled(self, inputs: Sequence[Any]) -> list[Any]:

@@ -75,3 +75,50 @@ def render_reduce(spec: KernelSpec, acc: Accumulator) -> str:
         lines += ["            " + b for b in body]
         lines += [f"        o0[r] = {_PREFIX[dtype]}({acc.finish})", ""]
     return module_source(lines)
+
+
+def leading_sum(node: Any, types: Sequence[TensorType]) -> int | None:
+    """How many leading dims ``node`` sums away, if it is a bias-gradient-like sum: an op
+    declaring ``shape_adjoint`` (it sums, broadcasts or reshapes input 0 to input 1's shape)
+    whose float result has fewer elements than its input and is the input's trailing shape —
+    so it can only be the sum over the leading dims (``reduce_to_like(g, b)`` for a bias
+    ``b`` of shape ``g.shape[1:]``). Exact (non -1) shapes only."""
+    if not node.op.shape_adjoint or node.op.scalar is not None or len(node.outputs) != 1:
+        return None
+    g, out = types[node.inputs[0]], types[node.outputs[0]]
+    if g.dtype not in FLOATS or out.dtype != g.dtype or g.weak or any(d < 0 for d in g.shape):
+        return None
+    lead = len(g.shape) - len(out.shape)
+    if lead < 1 or tuple(g.shape[lead:]) != tuple(out.shape) \
+            or int(np.prod(g.shape[:lead], dtype=np.int64)) < 2:
+        return None
+    return lead
+
+
+def fuse_leading_sums(steps: list, types: Sequence[TensorType]) -> list:
+    """Fold a leading-dims sum (``leading_sum``: a bias gradient) into the plain elementwise
+    group that computes its input, as one more output of that kernel accumulated row after
+    row: one pass over the data and one plan step fewer. The sum adds the rows in order in the
+    input's dtype, starting from zeros, as numpy's ``sum(axis=0)`` of a C-ordered array does
+    (bit for bit). Groups are the planner's ``Group`` (duck-typed: ``produced``, ``sums``)."""
+    made: dict[Any, int] = {}   # value -> index (in ``out``) of the step computing it
+    out: list = []
+    for step in steps:
+        lead = None if hasattr(step, "produced") else leading_sum(step, types)
+        k = made.get(step.inputs[0], -1) if lead is not None else -1
+        group = out[k] if k >= 0 else None
+        # the other inputs (``like``: read for its shape) must exist when the group runs
+        if group is None or not hasattr(group, "produced") or group.rowwise \
+                or group.reduce_split is not None \
+                or tuple(group.shape) != tuple(types[step.inputs[0]].shape) \
+                or any(leading_sum(n, types) != lead for n in group.sums) \
+                or any(made.get(i, -1) >= k for i in step.inputs[1:]):
+            out.append(step)
+            k = len(out) - 1
+        else:
+            group.nodes.append(step)
+            group.sums.append(step)
+            group.produced.update(step.outputs)
+        for v in step.produced if hasattr(step, "produced") else step.outputs:
+            made[v] = k
+    return out
