@@ -65,6 +65,13 @@ def test_the_reference_wins_ties_and_near_ties(clock, cache):
     d, _ = c.measure("c", {"numpy": clock.route("numpy", 1e-3),
                            "private": clock.route("private", near)})
     assert d.route == "numpy"
+    keeps = routes.Chooser("t_tie2", ("numpy", "private"), persist=False, prefer="private")
+    d, _ = keeps.measure("c", {"numpy": clock.route("numpy", near),
+                               "private": clock.route("private", 1e-3)})
+    assert d.route == "private"  # numpy is faster, but within the margin
+    d, _ = keeps.measure("d", {"numpy": clock.route("numpy", 0.5e-3),
+                               "private": clock.route("private", 1e-3)})
+    assert d.route == "numpy" and d.why.startswith("measured 0.5 ms vs private 1 ms")
 
 
 def test_the_measurement_is_bounded(clock, cache):

@@ -64,7 +64,7 @@ import threading
 import numba
 import numpy as np
 
-from . import compiling, forksafe, spin, workers
+from . import compiling, forksafe, spin, split, workers
 from . import im2col as I
 from . import winograd as W
 from .geometry import Pair, axis_pads, geometry, out_shape, spatial, tap_range  # noqa: F401
@@ -391,7 +391,7 @@ def _im2col(driver, plan, first, second, result, ow, tail):
         into = np.empty((kk, o), first.dtype) if result is None else result
         I.run(driver, first, second, into, part, buf, *tail, go)
         return into
-    got = workers.on_halves(parts, work)
+    got = split.on_halves(parts, work)
     return result if result is not None else sum(got[1:], got[0])
 
 
@@ -410,7 +410,7 @@ def _winograd(x, w, out, before, bias, relu=False):
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
               buf.view("wino_m", (nm,)), bias, relu, go)
-    workers.on_halves(parts, work)
+    split.on_halves(parts, work)
     return out
 
 
@@ -511,8 +511,8 @@ def _pool_halves(out, kernel, work, least: int | None = None) -> None:
     """``work(images, go)`` over two halves of the batch at once when it reads at least
     ``least`` (default ``SPLIT_MIN_POOL``) window values."""
     least = SPLIT_MIN_POOL if least is None else least
-    workers.on_halves(workers.halves(out.shape[0], out.size * kernel[0] * kernel[1], least),
-                      work)
+    split.on_halves(workers.halves(out.shape[0], out.size * kernel[0] * kernel[1], least),
+                    work)
 
 
 def _two_by_two(kernel, stride, dilation, geo, hw) -> bool:

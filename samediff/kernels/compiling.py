@@ -145,9 +145,9 @@ def ready(key: Hashable, warm: Callable[[Any], None]) -> bool:
     is built on the hot path)."""
     if key in _ready:
         return True
-    if mode() == "sync":
-        _ready.add(key)  # (the caller's own call compiles them now, as it always did)
-        return True
+    if mode() == "sync":  # the caller's own call compiles them now, as it always did. (Not
+        return True       # marked ready here: a warm-up in progress on the compile thread
+                          # runs in sync mode too, and must not let callers in before it ends)
     with _warming_lock:
         if key in _warming:
             return False

@@ -14,9 +14,10 @@ against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matm
   thread there itself, and its call costs less than ours); batched, 1-D, integer, complex and
   mixed-dtype products always do;
 * from ``MIN_MNK`` on, the shape class (dtype, power-of-two buckets of m, n, k, split or not)
-  is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms, numpy
-  unless the private route is clearly faster; numpy meanwhile while the compile thread is
-  busy, whose GIL-holding compiles would distort the timings), cached in memory and on disk;
+  is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms; the
+  private route unless numpy's is clearly faster, ``CHOOSER`` says why; numpy meanwhile
+  while the compile thread is busy, whose GIL-holding compiles would distort the timings),
+  cached in memory and on disk;
   ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
   the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
@@ -38,7 +39,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import blas, compiling, routes, spin, workers
+from . import blas, compiling, routes, spin, split, workers
 
 #: multiply-adds (m * n * k) from which the private BLAS takes the product: numpy's OpenBLAS
 #: goes multi-threaded above 4 * 65536 (its GEMM_MULTITHREAD_THRESHOLD)
@@ -90,13 +91,16 @@ def _warm(key: tuple) -> None:
               workers.NO_GO)
 
 
-#: the routes of a 2-D product from ``MIN_MNK`` on (numpy's is the reference)
-CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS")
+#: the routes of a 2-D product from ``MIN_MNK`` on. Ties (within ``routes.MARGIN``) go to the
+#: private BLAS: numpy's OpenBLAS wakes a thread pool of its own, which spins after each call
+#: and takes the helper's core from the next split kernel -- a cost the product's own timing
+#: does not see -- so numpy's route is taken where it is clearly faster
+CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private")
 
 
 def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list) -> np.ndarray:
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    workers.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
+    split.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
     return out
 
 

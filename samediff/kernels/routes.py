@@ -6,9 +6,9 @@ Why: a route that won on the day it was chosen can lose on another (the issue me
 day, on par another): fixed size thresholds encode one machine state. So for each shape class
 -- dtype and the power-of-two bucket of each dimension, plus whatever else changes the work
 (``"split"``) -- a ``Chooser`` times its routes once, alternately, a few repetitions each,
-within ``BUDGET_S`` (the untimed first run of each included), and keeps the faster median. The
-first route is the reference (numpy's): another must beat it by ``MARGIN`` to be chosen, so
-noise never picks a route that is slower than numpy. The measured calls are real calls: the
+within ``BUDGET_S`` (the untimed first run of each included), and keeps the faster median. One
+route is preferred (by default the first, numpy's): another must beat it by ``MARGIN`` to be
+chosen, so noise alone never moves a class off it. The measured calls are real calls: the
 caller gets the winner's result.
 
 Decisions are kept in memory and on disk, in ``<ND4PY_CACHE_DIR or ~/.cache/nd4py>/routes/``,
@@ -170,12 +170,14 @@ _choosers: dict[str, "Chooser"] = {}
 
 
 class Chooser:
-    """The routes of one op (``routes[0]``: the reference, always ready) and its decisions
-    per shape class. ``env``: a variable whose value, if it names a route, forces it."""
+    """The routes of one op (``routes[0]``: numpy's, always ready) and its decisions per shape
+    class. ``env``: a variable whose value, if it names a route, forces it; ``prefer``: the
+    route that wins ties (within ``MARGIN``; default ``routes[0]``)."""
 
     def __init__(self, op: str, routes: tuple[str, ...], env: str | None = None,
-                 persist: bool = True) -> None:
+                 persist: bool = True, prefer: str | None = None) -> None:
         self.op, self.routes, self.env, self.persist = op, tuple(routes), env, persist
+        self.prefer = self.routes[0] if prefer is None else prefer
         self._memory: dict[str, Decision] = {}
         self._loaded = not persist
         self._lock = threading.Lock()
@@ -226,7 +228,8 @@ class Chooser:
             if spent > BUDGET_S and (k >= 2 or spent > 3 * BUDGET_S):
                 break
         med = {r: statistics.median(t) for r, t in times.items()}
-        ref, best = names[0], min(names, key=lambda r: med[r])
+        ref = self.prefer if self.prefer in names else names[0]
+        best = min(names, key=lambda r: med[r])
         if med[best] >= (1 - MARGIN) * med[ref]:
             best = ref
         others = " vs ".join(f"{r} {med[r] * 1e3:.3g} ms" for r in names if r != best)
