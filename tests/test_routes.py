@@ -190,3 +190,14 @@ def test_a_convolution_takes_the_per_tap_route_while_its_kernels_compile(held, m
     held.set()
     assert compiling.wait_ready(("im2col", np.dtype(np.float32)), 30)
     assert warmed == [("im2col", np.dtype(np.float32))]
+
+
+def test_halves_run_in_turn_while_the_hand_off_compiles(held, monkeypatch):
+    from samediff.kernels import split, workers
+    monkeypatch.setattr(split, "_warm", lambda key: None)  # (nothing real to compile)
+    seen = []
+    with compiling.override("background"):
+        got = split.on_halves([range(0, 2), range(2, 4)],
+                              lambda part, go: seen.append((threading.get_ident(), go)) or sum(part))
+    assert got == [1, 5] and {t for t, _ in seen} == {threading.get_ident()}
+    assert all(go is workers.NO_GO for _, go in seen)  # the same halves, here, in turn

@@ -151,18 +151,18 @@ def ready(key: Hashable, warm: Callable[[Any], None]) -> bool:
     with _warming_lock:
         if key in _warming:
             return False
-        _warming[key] = threading.Event()
-    submit(lambda: _warm(key, warm))
+        done = _warming[key] = threading.Event()
+    submit(lambda: _warm(key, warm, _ready, done))
     return False
 
 
-def _warm(key: Hashable, warm: Callable[[Any], None]) -> None:
+def _warm(key: Hashable, warm: Callable[[Any], None], into: set, done: threading.Event) -> None:
     try:
         with override("sync"):  # inside, every ``ready`` says yes: the warm-up compiles
             warm(key)
-        _ready.add(key)
+        into.add(key)
     finally:
-        _warming[key].set()
+        done.set()
 
 
 def wait_ready(key: Hashable, timeout: float | None = None) -> bool:

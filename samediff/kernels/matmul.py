@@ -15,8 +15,8 @@ against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matm
   mixed-dtype products always do;
 * from ``MIN_MNK`` on, the shape class (dtype, power-of-two buckets of m, n, k, split or not)
   is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms; the
-  private route unless numpy's is clearly faster, ``CHOOSER`` says why; numpy meanwhile
-  while the compile thread is busy, whose GIL-holding compiles would distort the timings),
+  private route unless numpy's is clearly faster, ``CHOOSER`` says why; the private route
+  meanwhile while the compile thread is busy, whose compiles would distort the timings),
   cached in memory and on disk;
   ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
   the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
@@ -40,6 +40,7 @@ import numba
 import numpy as np
 
 from . import blas, compiling, routes, spin, split, workers
+from .routes import Decision
 
 #: multiply-adds (m * n * k) from which the private BLAS takes the product: numpy's OpenBLAS
 #: goes multi-threaded above 4 * 65536 (its GEMM_MULTITHREAD_THRESHOLD)
@@ -134,9 +135,11 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None  # numpy meanwhile: _part compiles on the compile thread
     cls, by_rows, parts = _shape_class(a.dtype, m, n, k)
     decision = forced or CHOOSER.decided(cls)
+    if decision is None and compiling.pending():
+        # a compile holds the GIL in stretches (the helper's half waits for it): timings taken
+        # now would lie. The tie-winner runs until the compile thread is idle, then we measure
+        decision = Decision(CHOOSER.prefer, "")
     if decision is None:
-        if compiling.pending():  # a compile holds the GIL in stretches (the helper's half
-            return None          # waits for it): time the routes once the thread is idle
         decision, out = CHOOSER.measure(cls, {
             "numpy": lambda: np.matmul(a, b),
             "private": lambda: _private(pa, pb, by_rows, parts)}, f"m{m} n{n} k{k}")
