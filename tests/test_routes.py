@@ -115,6 +115,7 @@ def test_forcing_decides_without_measuring(monkeypatch):
 def test_matmul_measures_once_per_class_and_uses_the_choice(clock, cache, monkeypatch):
     monkeypatch.delenv("ND4PY_BLAS", raising=False)
     monkeypatch.setattr(M, "CHOOSER", routes.Chooser("t_matmul", ("numpy", "private")))
+    monkeypatch.setattr(M, "_ROUTE", {})
     a, b = np.ones((64, 80)), np.ones((80, 96))
     timed, measure = [], M.CHOOSER.measure  # (the fake clock stands still: a tie, numpy wins)
     monkeypatch.setattr(M.CHOOSER, "measure", lambda cls, *args: (

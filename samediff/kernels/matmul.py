@@ -131,20 +131,47 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     if (forced is not None and forced.route == "numpy") or not blas.available():
         return None
     pa, pb = _blas_operand(a), _blas_operand(b)
-    if not compiling.ready(("matmul", a.dtype, _layout(pa), _layout(pb)), _warm):
+    exact = (a.dtype, m, n, k, _layout(pa), _layout(pb))
+    route = None if forced is not None else _ROUTE.get(exact)
+    if route is None:
+        route = _decide(a, b, pa, pb, exact, forced)
+        if not isinstance(route, str):
+            return route  # None (numpy's, its kernel still compiling) or a measured result
+    if route == "numpy":
+        return None
+    by_rows = m * k >= k * n
+    return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
+                                                    SPLIT_MIN_MNK))
+
+
+#: the route of each exact (dtype, m, n, k, layouts) decided so far: the per-call cost of a
+#: decided product is one dict lookup, not its shape class's text (a 128x256x10 product takes
+#: ~12 us: the chooser's ~5 us would make it slower than numpy's)
+_ROUTE: dict = {}
+
+
+def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
+    """The route of ``exact`` (remembered unless forced or provisional), or what the caller
+    returns now: None (numpy's route while ``_part`` compiles) or a measurement's result."""
+    dtype, m, n, k, layout_a, layout_b = exact
+    if not compiling.ready(("matmul", dtype, layout_a, layout_b), _warm):
         return None  # numpy meanwhile: _part compiles on the compile thread
-    cls, by_rows, parts = _shape_class(a.dtype, m, n, k)
-    decision = forced or CHOOSER.decided(cls)
+    cls, by_rows, parts = _shape_class(dtype, m, n, k)
+    if forced is not None:
+        return forced.route
+    decision = CHOOSER.decided(cls)
     if decision is None and compiling.pending():
         # a compile holds the GIL in stretches (the helper's half waits for it): timings taken
         # now would lie. The tie-winner runs until the compile thread is idle, then we measure
-        decision = Decision(CHOOSER.prefer, "")
+        return CHOOSER.prefer
     if decision is None:
         decision, out = CHOOSER.measure(cls, {
             "numpy": lambda: np.matmul(a, b),
             "private": lambda: _private(pa, pb, by_rows, parts)}, f"m{m} n{n} k{k}")
+        _ROUTE[exact] = decision.route
         return out
-    return _private(pa, pb, by_rows, parts) if decision.route == "private" else None
+    _ROUTE[exact] = decision.route
+    return decision.route
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
