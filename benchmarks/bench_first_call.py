@@ -14,7 +14,12 @@ set-up), *full speed* = seconds until the first call whose time is within 1.5x o
 steady-state median, and the interpreter's own first and steady calls (``interpret`` mode)
 for the goal "the first call costs <= 2x the interpreter's run".
 
-Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7] [--json]``.
+In ``background`` mode the kernels layer's own Numba functions (the private BLAS's matmul
+halves, the all-finite check, the convolution and pooling drivers) do not block either: numpy's
+routes run while they compile on the same thread (``samediff/kernels/compiling.py``).
+
+Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7] [--modes sync,background]
+[--json]``.
 """
 from __future__ import annotations
 
@@ -120,6 +125,7 @@ def run_child(row: str, mode: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="W1,W3,W7")
+    parser.add_argument("--modes", default="sync,background")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -132,7 +138,7 @@ def main() -> None:
     for row in args.rows.split(","):
         interp = run_child(row, "interpret")
         results[(row, "interpret")] = interp
-        for mode in ("sync", "background"):
+        for mode in args.modes.split(","):
             r = results[(row, mode)] = run_child(row, mode)
             first = r["first_s"] / interp["first_s"]
             steady = r["first_s"] / (interp["steady_ms"] / 1e3)

@@ -10,6 +10,7 @@ import sys
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "samediff" / "kernels"
 #: modules of the layer that import cheaply (no Numba): ``import nd4py`` may load these only
 LIGHT = {"samediff.kernels", "samediff.kernels.forksafe", "samediff.kernels.geometry",
+         "samediff.kernels.compiling", "samediff.kernels.routes",
          "samediff.kernels.process"}
 
 _PROBE = """

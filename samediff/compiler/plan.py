@@ -717,7 +717,8 @@ class CompiledPlan:
             else:
                 act = epilogue_of(s)
                 lines.append(f"  library: {s.op.name}" + (f" + {act}" if act != "none" else "")
-                             + s.op.describe_bodies(s.attrs))
+                             + s.op.describe_bodies(s.attrs)
+                             + s.op.describe_route([self.types[i] for i in s.inputs], s.attrs))
         return "\n".join(lines)
 
     def picture(self, **how: Any) -> "Picture":

@@ -33,18 +33,16 @@ in-flight kernel for ``kernels.forksafe``, so a fork waits for a compile in prog
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
-import queue
 import threading
 import time
 from typing import Any, Callable, Iterator
 
 from ..errors import ConfigError
 from ..interpreter import InterpreterPlan
-from ..kernels import forksafe
+from ..kernels import compiling
 
-MODES = ("sync", "background", "interpret")
+MODES = compiling.MODES
 
 
 def _checked(mode: Any, where: str) -> str:
@@ -53,9 +51,9 @@ def _checked(mode: Any, where: str) -> str:
     return mode
 
 
-_default = _checked(os.environ.get("ND4PY_COMPILE", "sync"), "ND4PY_COMPILE")
-_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("nd4py_compile_mode",
-                                                                       default=None)
+# the mode lives in the kernels layer (``kernels.compiling``), whose own Numba functions follow
+# it too; its name is checked here, where ConfigError is known
+_checked(compiling.mode(), "ND4PY_COMPILE")
 
 
 def set_compile_mode(mode: str) -> str:
@@ -65,15 +63,12 @@ def set_compile_mode(mode: str) -> str:
     >>> set_compile_mode(previous)
     'background'
     """
-    global _default
-    previous, _default = _default, _checked(mode, "set_compile_mode")
-    return previous
+    return compiling.set_default(_checked(mode, "set_compile_mode"))
 
 
 def get_compile_mode() -> str:
     """The mode new plans are built in here (a ``compile_mode`` block's, else the process's)."""
-    mode = _override.get()
-    return _default if mode is None else mode
+    return compiling.mode()
 
 
 @contextlib.contextmanager
@@ -87,11 +82,8 @@ def compile_mode(mode: str) -> Iterator[None]:
     >>> y.numpy().tolist(), scope.plan.kind
     ([2.0, 2.0, 2.0], 'interpreter')
     """
-    token = _override.set(_checked(mode, "compile_mode"))
-    try:
+    with compiling.override(_checked(mode, "compile_mode")):
         yield
-    finally:
-        _override.reset(token)
 
 
 class TieredPlan:
@@ -164,40 +156,28 @@ class TieredPlan:
         return head + "\n" + "\n".join("  " + line for line in self._active.explain().splitlines())
 
 
-# -- the build thread ---------------------------------------------------------------------------
+# -- the builds, on the kernels layer's one compile thread ----------------------------------
 
-_jobs: queue.SimpleQueue = queue.SimpleQueue()
-_thread: threading.Thread | None = None
 _thread_lock = threading.Lock()
 _pending = 0      # queued or building now
 _swapped = 0      # built and swapped in, since the process started
 
 
 def _queue_build(plan: TieredPlan) -> None:
-    global _pending, _thread
+    global _pending
     with _thread_lock:
         _pending += 1
-        _jobs.put(plan)
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
-            _thread.start()
+    compiling.submit(lambda: _build_one(plan))  # (counted in flight for forksafe there)
 
 
-@forksafe.guarded  # a fork waits for a build in progress (Numba holds its locks meanwhile)
 def _build_one(plan: TieredPlan) -> None:
-    plan._run_build()
-
-
-def _work() -> None:
     global _pending, _swapped
-    while True:
-        plan = _jobs.get()
-        try:
-            _build_one(plan)
-        finally:
-            with _thread_lock:
-                _pending -= 1
-                _swapped += 1
+    try:
+        plan._run_build()
+    finally:
+        with _thread_lock:
+            _pending -= 1
+            _swapped += 1
 
 
 def stats() -> dict[str, int]:
@@ -206,13 +186,10 @@ def stats() -> dict[str, int]:
 
 
 def _after_fork_in_child() -> None:
-    """The build thread does not exist in a child: start a new one for builds still queued
-    (their plans keep answering from the interpreter until then)."""
-    global _thread, _thread_lock
-    _thread, _thread_lock = None, threading.Lock()
-    if _pending:
-        _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
-        _thread.start()
+    """A lock held by a thread that does not exist in the child (the compile thread itself
+    restarts in ``kernels.compiling`` for the builds still queued)."""
+    global _thread_lock
+    _thread_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

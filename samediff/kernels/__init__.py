@@ -6,7 +6,11 @@ standard library -- nothing of the op table, the compiler or anything above
 
 * ``cnn`` -- convolution and pooling drivers; ``im2col``, ``winograd`` -- their GEMM routes;
   ``geometry`` -- window arithmetic shared with the ops' shape inference (no Numba);
-* ``matmul`` -- 2-D products split over two threads on the private BLAS (``blas``);
+* ``matmul`` -- 2-D products on numpy's BLAS or split over two threads on the private BLAS
+  (``blas``), whichever ``routes`` measured faster for the shape class on this machine;
+* ``compiling`` -- the compile mode and the one compile thread: in background mode a kernel
+  not compiled yet is no route (numpy's run meanwhile); ``split`` -- halves in turn until
+  the helper's hand-off is compiled;
 * ``finite`` -- the bit-test NaN/inf count training runs after each gradient;
 * ``workers`` -- the helper thread; ``spin`` -- its native spin-wait hand-off;
 * ``forksafe`` -- the at-fork gate every BLAS-calling driver passes (no Numba import);

@@ -12,7 +12,8 @@ thread; Numba kernels call its ``cblas_?gemm`` by symbol name, which keeps them 
 
 When the wheel is missing (a platform it has no build for) or ``ND4PY_BLAS=numpy`` is set,
 ``available()`` is False and the kernels that need it are never chosen; ``gemm`` called from
-Python still works (through numpy).
+Python still works (through numpy). (``ND4PY_BLAS=private`` forces the 2-D matmuls onto it
+instead of the measured choice: ``kernels.matmul``.)
 
 >>> import numpy as np
 >>> from samediff.kernels.blas import gemm

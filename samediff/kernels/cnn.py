@@ -45,6 +45,13 @@ torch's OpenMP also loaded); a general Numba max-pool forward with branches and 
 indices (numpy's per-tap ``np.maximum`` is 0.10-0.14 ms at (32, 8, 24, 24), that kernel 0.40;
 the branch-free 2x2 one, ``_max_pool2x2_cf``, 0.048).
 
+Compile modes (``kernels.compiling``): in ``"background"`` and ``"interpret"`` modes a route
+whose Numba functions are not compiled yet (Winograd, im2col, the 2x2 and general max-pool
+kernels) is no candidate: the numpy routes (per-tap GEMMs, per-tap ``np.maximum``) run the op
+while they compile on the compile thread, a warm-up on tiny arguments of the same types
+(``_warm``). The per-tap convolution sums in another order (not bit for bit the im2col or
+Winograd result); the max-pool routes give the same values.
+
 ``cf`` says channels first (NCHW: spatial axes 2, 3) or last (NHWC: axes 1, 2); weights are
 always HWIO here (``[kH, kW, iC, oC]``; the ops convert OIHW). Geometry of one spatial axis:
 output ``o`` reads input ``o * s - before + t * d`` at tap ``t``.
@@ -57,7 +64,7 @@ import threading
 import numba
 import numpy as np
 
-from . import forksafe, spin, workers
+from . import compiling, forksafe, spin, split, workers
 from . import im2col as I
 from . import winograd as W
 from .geometry import Pair, axis_pads, geometry, out_shape, spatial, tap_range  # noqa: F401
@@ -299,6 +306,33 @@ _NUMBA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INPUT_GRAD_IM2COL_MAX_C = 8  # input channels up to which the input adjoint goes im2col
 
 
+def _warm(key: tuple) -> None:
+    """Compile (or load) the Numba functions of route ``key`` = ``(route, dtype)`` by running
+    its ops on tiny NCHW arguments (``compiling.ready``: on the compile thread)."""
+    route, dt = key
+    one, two, pads = (1, 1), (2, 2), (0, 0)
+    if route == "winograd":
+        x, w = np.ones((1, 16, 4, 4), dt), np.ones((3, 3, 16, 16), dt)
+        g = conv(x, w, one, "same", one, True)
+        conv_input_grad(g, w, x.shape, one, "same", one, True)
+    elif route == "im2col":
+        x, w = np.ones((1, 1, 4, 4), dt), np.ones((3, 3, 1, 2), dt)
+        g = conv(x, w, one, pads, one, True)
+        conv(x, w, one, pads, one, True, bias=np.zeros(2, dt), relu=True)
+        conv_input_grad(g, w, x.shape, one, pads, one, True)
+        conv_weight_grad(x, g, (3, 3), one, pads, one, True)
+    else:  # "pool2x2", "pool": the 2x2 kernels, the general adjoint
+        x = np.ones((1, 1, 4, 4), dt)
+        k = two if route == "pool2x2" else (3, 3)
+        s = two if route == "pool2x2" else one
+        max_pool_grad(x, max_pool(x, k, s, pads, one, True), k, s, pads, one, True)
+
+
+def _ready(route: str, dtype) -> bool:
+    """Whether ``route``'s Numba functions may run now (``compiling.ready``)."""
+    return compiling.ready((route, np.dtype(dtype)), _warm)
+
+
 def choose(cf: bool, op: str = "conv", channels: int = 0, dtype=np.float32) -> str:
     """The route of a convolution op (``"conv"``, ``"input_grad"``, ``"weight_grad"``) with
     ``channels`` input channels: ``"im2col"`` -- chunked im2col, one GEMM of depth kH*kW*C
@@ -357,7 +391,7 @@ def _im2col(driver, plan, first, second, result, ow, tail):
         into = np.empty((kk, o), first.dtype) if result is None else result
         I.run(driver, first, second, into, part, buf, *tail, go)
         return into
-    got = workers.on_halves(parts, work)
+    got = split.on_halves(parts, work)
     return result if result is not None else sum(got[1:], got[0])
 
 
@@ -376,7 +410,7 @@ def _winograd(x, w, out, before, bias, relu=False):
         buf = _kept_scratch(out.dtype)
         W.run(x, u, out, before[0], before[1], part, buf.view("wino_v", (nv,)),
               buf.view("wino_m", (nm,)), bias, relu, go)
-    workers.on_halves(parts, work)
+    split.on_halves(parts, work)
     return out
 
 
@@ -392,10 +426,11 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype):
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype) \
+            and _ready("winograd", dtype):
         return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
-    if plan is not None:
+    if plan is not None and _ready("im2col", dtype):
         w2t = np.ascontiguousarray(w.reshape(-1, w.shape[3]).T)
         return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
                        (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
@@ -419,13 +454,14 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype):
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype) \
+            and _ready("winograd", dtype):
         # the full correlation of g with the flipped kernel, channels swapped
         flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
         return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
                          (2 - geo[0][0], 2 - geo[1][0]), np.zeros(0, dtype))
     plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad", dtype)
-    if plan is not None:
+    if plan is not None and _ready("im2col", dtype):
         w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
         return _im2col(I.input_grad, plan, np.ascontiguousarray(g), w2, np.zeros(xshape, dtype),
                        geo[1][2], _geo_args(geo, w.shape[:2], stride, dilation))
@@ -442,7 +478,7 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     dtype = np.result_type(x, g)
     c, o = (x.shape[1], g.shape[1]) if cf else (x.shape[3], g.shape[3])
     plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad", dtype)
-    if plan is not None:
+    if plan is not None and _ready("im2col", dtype):
         x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
         dw2 = _im2col(I.weight_grad, plan, np.ascontiguousarray(x), np.ascontiguousarray(g),
                       None, geo[1][2], _geo_args(geo, kernel, stride, dilation))
@@ -475,8 +511,8 @@ def _pool_halves(out, kernel, work, least: int | None = None) -> None:
     """``work(images, go)`` over two halves of the batch at once when it reads at least
     ``least`` (default ``SPLIT_MIN_POOL``) window values."""
     least = SPLIT_MIN_POOL if least is None else least
-    workers.on_halves(workers.halves(out.shape[0], out.size * kernel[0] * kernel[1], least),
-                      work)
+    split.on_halves(workers.halves(out.shape[0], out.size * kernel[0] * kernel[1], least),
+                    work)
 
 
 def _two_by_two(kernel, stride, dilation, geo, hw) -> bool:
@@ -494,7 +530,7 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
     slower than one (0.12 vs 0.10 ms at (32, 8, 24, 24), the GIL between calls)."""
     geo, shape, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, cf, taps=False)
     if cf and x.dtype in _NUMBA_DTYPES and _two_by_two(kernel, stride, dilation, geo,
-                                                       x.shape[2:]):
+                                                       x.shape[2:]) and _ready("pool2x2", x.dtype):
         x, out = np.ascontiguousarray(x), np.empty(shape, x.dtype)
 
         def work(p: range, go) -> None:
@@ -513,9 +549,11 @@ def max_pool(x, kernel, stride, padding, dilation, cf):
 def max_pool_grad(x, g, kernel, stride, padding, dilation, cf):
     """``g`` routed to the input that won each window (the first tap in row-major order among
     equal maxima, like PyTorch)."""
+    geo = None
     if cf and x.dtype in _NUMBA_DTYPES:
         geo, _, _ = _pool_setup(x.shape, kernel, stride, padding, dilation, True, taps=False)
         two_by_two = _two_by_two(kernel, stride, dilation, geo, x.shape[2:])
+    if geo is not None and _ready("pool2x2" if two_by_two else "pool", x.dtype):
         dtype = np.result_type(x, g)
         if two_by_two:  # writes every input its windows cover: zero only the rest (an odd
             dx = np.empty(x.shape, dtype)  # last row/column) -- a pass less over dx

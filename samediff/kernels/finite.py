@@ -10,7 +10,10 @@ per step next to a whole forward and backward pass, so it must be cheap and exac
   can overflow (a ``sum(g)`` test gives false alarms for large finite gradients), and the
   integer reduction vectorizes without fast-math flags: ~12 us for a 784x256 float32 gradient,
   ~0.2 us for a small one (the bit view is taken inside the Numba kernel);
-* float16 and other dtypes go through ``np.isfinite`` (integers and bools are always finite).
+* float16 and other dtypes go through ``np.isfinite`` (integers and bools are always finite);
+* while the kernels compile in ``"background"``/``"interpret"`` compile modes
+  (``kernels.compiling``), their numpy twin ``np.isfinite(x).all()`` answers: the same
+  True/False, exactly.
 
 >>> import numpy as np
 >>> all_finite(np.float32(1.5), np.ones((3, 2), np.float32))
@@ -26,7 +29,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import forksafe
+from . import compiling, forksafe
 
 #: arrays at least this large are checked on all cores. Below it one core is faster: a serial
 #: pass over a 1 MB gradient takes ~12 us, and waking threads costs about as much (far more when
@@ -68,6 +71,17 @@ _KERNELS = {np.dtype(np.float32): (_count_f32, np.uint32, _MASK32),
             np.dtype(np.float64): (_count_f64, np.uint64, _MASK64)}
 
 
+def _warm(key: tuple) -> None:
+    """Compile (or load) the kernels ``key`` names (``("finite", dtype, ndim, parallel)``)."""
+    _, dtype, ndim, parallel = key
+    count, utype, mask = _KERNELS[dtype]
+    tiny = np.ones((1,) * ndim, dtype)
+    if parallel:
+        _count_parallel(tiny.reshape(-1).view(utype), mask)
+    else:
+        count(tiny)
+
+
 def _finite(x: Any) -> bool:
     """Whether every element of ``x`` (an array or a Python/numpy scalar) is finite."""
     arr = np.asarray(x)
@@ -79,7 +93,10 @@ def _finite(x: Any) -> bool:
     if not arr.flags.c_contiguous:  # a library op's view (a transpose): the kernels want C order
         arr = np.ascontiguousarray(arr)
     count, utype, mask = kernel
-    if arr.size >= _PARALLEL and forksafe.parallel_ok():  # (serial in a fork child: forksafe)
+    parallel = arr.size >= _PARALLEL and forksafe.parallel_ok()  # (serial in a fork child)
+    if not compiling.ready(("finite", arr.dtype, 1 if parallel else arr.ndim, parallel), _warm):
+        return bool(np.isfinite(arr).all())  # the numpy twin while the kernel compiles
+    if parallel:
         return _count_parallel(arr.reshape(-1).view(utype), mask) == 0
     return count(arr) == 0
 

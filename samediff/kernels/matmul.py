@@ -1,32 +1,46 @@
-"""2-D float matmuls on the private single-threaded BLAS (``samediff.kernels.blas``), split by rows
-or columns over the helper thread (``samediff.kernels.workers``) -- not on numpy's multi-threaded
-OpenBLAS.
+"""2-D float matmuls: numpy's ``matmul`` or the private single-threaded BLAS
+(``samediff.kernels.blas``), split by rows or columns over the helper thread
+(``samediff.kernels.workers``) -- whichever a short measurement found faster for the shape class
+on this machine (``samediff.kernels.routes``).
 
-Why: numpy's OpenBLAS keeps its own worker threads, which spin after every call they
-share, for a long time. Next to our helper (convolutions, pooling) they fought over the
-second core: the digits CNN example (``examples/cnn_digits.py``) trained at 5.0 s per epoch
-with both pools against 2.1 with numpy's BLAS on one thread. One pool, ours, now serves every
-op. The W3 MLP step did not lose by it: numpy's hand-written step itself ran faster on one
-BLAS thread (1.18 vs 1.35 ms) on this 2-vCPU machine.
+Why a private BLAS route at all: numpy's OpenBLAS keeps its own worker threads, which spin
+after every call they share, for a long time. Next to our helper (convolutions, pooling) they
+fought over the second core: the digits CNN example (``examples/cnn_digits.py``) trained at 5.0 s
+per epoch with both pools against 2.1 with numpy's BLAS on one thread. Why not always: on
+another day the same W3 product, (128, 784) x (784, 256), took 2.0-2.5 ms on the private route
+against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matmul2d``):
 
-Below ``MIN_MNK`` multiply-adds numpy's ``matmul`` runs the product (OpenBLAS stays on one
-thread there itself, and its call costs less than ours); batched, 1-D, integer, complex and
-mixed-dtype products always do.
+* below ``MIN_MNK`` multiply-adds numpy's ``matmul`` runs the product (OpenBLAS stays on one
+  thread there itself, and its call costs less than ours); batched, 1-D, integer, complex and
+  mixed-dtype products always do;
+* from ``MIN_MNK`` on, the shape class (dtype, power-of-two buckets of m, n, k, split or not)
+  is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms; the
+  private route unless numpy's is clearly faster, ``CHOOSER`` says why; the private route
+  meanwhile while the compile thread is busy, whose compiles would distort the timings),
+  cached in memory and on disk;
+  ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
+  the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
+* the private route is a candidate only when its kernel is compiled: in ``"background"`` and
+  ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
+  ``_part`` compiles on the compile thread.
 
 >>> import numpy as np
 >>> a = np.arange(6.0).reshape(2, 3)
 >>> matmul2d(a, a.T) is None            # small: numpy's matmul
 True
 >>> b = np.ones((256, 512)); c = np.ones((512, 64))
->>> bool((matmul2d(b, c) == 512).all())
+>>> bool((matmul(b, c) == 512).all())
 True
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
-from . import blas, spin, workers
+from . import blas, compiling, routes, spin, split, workers
+from .routes import Decision
 
 #: multiply-adds (m * n * k) from which the private BLAS takes the product: numpy's OpenBLAS
 #: goes multi-threaded above 4 * 65536 (its GEMM_MULTITHREAD_THRESHOLD)
@@ -60,20 +74,128 @@ def _blas_operand(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """``a @ b`` for 2-D float32/float64 operands of one dtype, ``MIN_MNK`` multiply-adds
-    or more, on the private BLAS (from ``SPLIT_MIN_MNK`` in two halves, of the rows of ``a``
-or the columns of ``b``, whichever is bigger: each half packs all of the other); None when
-    numpy should take it (other shapes, dtypes, sizes, or no private BLAS here)."""
-    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _REALS:
-        return None
-    (m, k), n = a.shape, b.shape[1]
-    if b.shape[0] != k or m * n * k < MIN_MNK or not blas.available():
-        return None
-    a, b = _blas_operand(a), _blas_operand(b)
-    out = np.empty((m, n), a.dtype)
+def _layout(x: np.ndarray) -> str:
+    """Numba's array layout of ``x`` (a compiled function specializes on it)."""
+    return "C" if x.flags.c_contiguous else "F" if x.flags.f_contiguous else "A"
+
+
+def _warm(key: tuple) -> None:
+    """Compile (or load) ``_part`` for the operand dtype and layouts of ``key`` by a 2x2
+    product (``kernels.compiling.ready`` runs it on the compile thread)."""
+    _, dtype, layout_a, layout_b = key
+
+    def operand(layout: str) -> np.ndarray:
+        part = np.ones((2, 4), dtype)[:, :2]  # a column slice: neither C- nor F-contiguous
+        return part if layout == "A" else part.copy().T if layout == "F" else part.copy()
+    if blas.available():
+        _part(operand(layout_a), operand(layout_b), np.empty((2, 2), dtype), True, 0, 2,
+              workers.NO_GO)
+
+
+#: the routes of a 2-D product from ``MIN_MNK`` on. Ties (within ``routes.MARGIN``) go to the
+#: private BLAS: numpy's OpenBLAS wakes a thread pool of its own, which spins after each call
+#: and takes the helper's core from the next split kernel -- a cost the product's own timing
+#: does not see -- so numpy's route is taken where it is clearly faster
+CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private")
+
+
+def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list) -> np.ndarray:
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    split.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
+    return out
+
+
+def _shape_class(dtype: np.dtype, m: int, n: int, k: int) -> tuple[str, bool, list]:
+    """(the route class, split by rows, the halves) of an ``m x k @ k x n`` product."""
     # each half packs the whole of the operand it does not split: split the bigger one
     by_rows = m * k >= k * n
     parts = workers.halves(m if by_rows else n, m * n * k, SPLIT_MIN_MNK)
-    workers.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
-    return out
+    cls = routes.size_class(dtype, m=m, n=n, k=k) + (" split" if len(parts) == 2 else "")
+    return cls, by_rows, parts
+
+
+def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for 2-D float32/float64 operands of one dtype, ``MIN_MNK`` multiply-adds or
+    more, on the route chosen for its shape class (see the module docstring): on the private
+    BLAS (from ``SPLIT_MIN_MNK`` in two halves, of the rows of ``a`` or the columns of ``b``,
+    whichever is bigger: each half packs all of the other), or numpy's result when the
+    measurement that chose numpy has just computed it; None when numpy should take it (other
+    shapes, dtypes, sizes, the chosen route, the private kernel still compiling, or no private
+    BLAS here)."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _REALS:
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    if b.shape[0] != k or m * n * k < MIN_MNK:
+        return None
+    forced = CHOOSER.forced()
+    if (forced is not None and forced.route == "numpy") or not blas.available():
+        return None
+    pa, pb = _blas_operand(a), _blas_operand(b)
+    exact = (a.dtype, m, n, k, _layout(pa), _layout(pb))
+    route = None if forced is not None else _ROUTE.get(exact)
+    if route is None:
+        route = _decide(a, b, pa, pb, exact, forced)
+        if not isinstance(route, str):
+            return route  # None (numpy's, its kernel still compiling) or a measured result
+    if route == "numpy":
+        return None
+    by_rows = m * k >= k * n
+    return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
+                                                    SPLIT_MIN_MNK))
+
+
+#: the route of each exact (dtype, m, n, k, layouts) decided so far: the per-call cost of a
+#: decided product is one dict lookup, not its shape class's text (a 128x256x10 product takes
+#: ~12 us: the chooser's ~5 us would make it slower than numpy's)
+_ROUTE: dict = {}
+
+
+def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
+    """The route of ``exact`` (remembered unless forced or provisional), or what the caller
+    returns now: None (numpy's route while ``_part`` compiles) or a measurement's result."""
+    dtype, m, n, k, layout_a, layout_b = exact
+    if not compiling.ready(("matmul", dtype, layout_a, layout_b), _warm):
+        return None  # numpy meanwhile: _part compiles on the compile thread
+    cls, by_rows, parts = _shape_class(dtype, m, n, k)
+    if forced is not None:
+        return forced.route
+    decision = CHOOSER.decided(cls)
+    if decision is None and compiling.pending():
+        # a compile holds the GIL in stretches (the helper's half waits for it): timings taken
+        # now would lie. The tie-winner runs until the compile thread is idle, then we measure
+        return CHOOSER.prefer
+    if decision is None:
+        decision, out = CHOOSER.measure(cls, {
+            "numpy": lambda: np.matmul(a, b),
+            "private": lambda: _private(pa, pb, by_rows, parts)}, f"m{m} n{n} k{k}")
+        _ROUTE[exact] = decision.route
+        return out
+    _ROUTE[exact] = decision.route
+    return decision.route
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (numpy ``matmul`` semantics) on the route ``matmul2d`` picks, else numpy's."""
+    out = matmul2d(a, b)
+    return np.matmul(a, b) if out is None else out
+
+
+def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
+    """Which route a 2-D product of these static shapes takes, and why (``explain()``), or
+    ``""`` when it is not a 2-D float product with known sizes.
+
+    >>> describe_route((2, 3), (3, 4), np.float32)
+    'numpy: below MIN_MNK (2^18 multiply-adds)'
+    """
+    if len(x_shape) != 2 or len(y_shape) != 2 or np.dtype(dtype) not in _REALS:
+        return ""
+    (m, k), n = x_shape, y_shape[1]
+    if min(m, k, n) < 0:
+        return ""
+    if m * n * k < MIN_MNK:
+        return f"numpy: below MIN_MNK (2^{MIN_MNK.bit_length() - 1} multiply-adds)"
+    forced = CHOOSER.forced()
+    if forced is None and not blas.available():
+        return f"numpy: no private BLAS ({blas.why_not()})"
+    cls = _shape_class(np.dtype(dtype), m, n, k)[0]
+    return CHOOSER.describe(cls) or f"not chosen yet at {cls} (measured on the first call)"

@@ -1,8 +1,10 @@
 """Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``), dot and cross.
 
 All products run through numpy's BLAS-backed ``matmul``/``tensordot``, except 2-D float
-products big enough for a second thread, which run on the private single-threaded BLAS split
-over our helper thread (``kernels.matmul``: why). No Python loops.
+products big enough for a second thread, which run on numpy's BLAS or on the private
+single-threaded BLAS split over our helper thread, whichever was measured faster for their
+shape class on this machine (``kernels.matmul``, ``kernels.routes``: why; ``explain()`` says
+which). No Python loops.
 """
 from __future__ import annotations
 
@@ -71,6 +73,16 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     return np.swapaxes(out, -1, -2) if transpose_result and out.ndim >= 2 else out
 
 
+def _matmul_route(types: Any, attrs: Any) -> str:
+    """The route a 2-D matmul of these static types takes (``explain()``), or ``""``."""
+    (x, y) = types
+    if x.dtype != y.dtype or len(x.shape) != 2 or len(y.shape) != 2:
+        return ""
+    xs = _swap_last2(tuple(x.shape)) if attrs.transpose_x else tuple(x.shape)
+    ys = _swap_last2(tuple(y.shape)) if attrs.transpose_y else tuple(y.shape)
+    return M.describe_route(xs, ys, x.dtype)
+
+
 # --- gradient rules: given with each op (grad=), written with table ops (call.op) -------------
 
 def _swap_last2_of(t: Any) -> Any:
@@ -109,7 +121,7 @@ _MM_ATTRS = {"transpose_x": (Attr.BOOL, False), "transpose_y": (Attr.BOOL, False
 define("matmul", ["x", "y"],
        probed_infer("matmul", lambda xs, ys, a: matmul_shape(
            xs, ys, a.transpose_x, a.transpose_y, a.transpose_result)),
-       _matmul, attrs=_MM_ATTRS, namespace="base",
+       _matmul, attrs=_MM_ATTRS, namespace="base", route=_matmul_route,
        grad=lambda ins, outs, gs, a: list(matmul_grads(
            ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)),
        doc="Matrix product with numpy ``matmul`` semantics (batch dims broadcast, 1-D "

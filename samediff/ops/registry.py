@@ -296,6 +296,9 @@ class OpDef:
                                      # ``activation``): plans fold a following activation in
     activation: Activation | None = None  # the op is that activation (relu), foldable into an
                                      # ``epilogue`` producer that takes its name
+    route: Callable[..., str] | None = None  # explain(): route(input types, attrs) says which
+                                     # kernel route the op takes at those types and why
+                                     # (kernels.routes: matmul's numpy or private BLAS), or ""
     # -- in-place updates (x.addi(y)) --
     into: Callable[..., Any] | None = None  # into(out, *inputs, **attrs) writes the result into
                                      # ``out`` as np.copyto(out, impl(...), casting="same_kind")
@@ -337,6 +340,12 @@ class OpDef:
             return ""
         return " [" + ", ".join(f"{b}: {len(g.nodes)} node{'s' if len(g.nodes) != 1 else ''}"
                                 for b, g in self.body_graphs(attrs)) + "]"
+
+    def describe_route(self, types: Sequence[Any], attrs: Any) -> str:
+        """``" [route numpy: measured ...]"`` for an op that declares ``route`` and takes a
+        known route at these input types, else ``""`` — how ``explain()`` names it."""
+        text = self.route(types, attrs) if self.route is not None else ""
+        return f" [route {text}]" if text else ""
 
     # -- inputs ---------------------------------------------------------------------------
     @functools.cached_property

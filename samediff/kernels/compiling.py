@@ -1,0 +1,173 @@
+"""When compiling may block a caller: the compile mode, the one compile thread, and which kernel
+families are ready.
+
+Plans (``samediff/compiler/tiered.py``) and the kernels layer's own Numba functions (the private
+BLAS's matmul halves, ``finite``'s bit counts, the convolution and pooling drivers) share them:
+
+* **the mode** (``ND4PY_COMPILE``; ``compiler.set_compile_mode`` / ``compile_mode`` set it and
+  check the name): ``"sync"`` compiles on first use, before answering (deterministic: the
+  default); ``"background"`` and ``"interpret"`` never make a caller wait for Numba;
+* **one compile thread** (``submit``): plan builds and kernel warm-ups queue on it in order,
+  each counted in flight for ``forksafe`` (a fork waits for a compile in progress), restarted
+  in a forked child for the jobs still queued;
+* **ready** (``ready(key, warm)``): a kernel-layer route that needs a Numba function asks
+  whether it may call it now. In ``"sync"`` mode always (the call compiles if it must). Else
+  only once ``warm`` -- a call of the function on tiny arguments of the same Numba types,
+  which compiles it or loads it from Numba's disk cache -- has run on the compile thread; until
+  then the caller takes its numpy route, which is always ready. The first call of a training
+  step in background mode therefore runs on numpy's routes while the kernels compile.
+
+This module imports no Numba (``import nd4py`` loads it).
+
+>>> from samediff.kernels import compiling
+>>> with compiling.override("sync"):
+...     compiling.ready(("doc", 1), lambda key: None)
+True
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import queue
+import sys
+import threading
+import traceback
+from typing import Any, Callable, Hashable, Iterator
+
+from . import forksafe
+
+__all__ = ["MODES", "mode", "set_default", "override", "submit", "pending", "ready",
+           "wait_ready"]
+
+MODES = ("sync", "background", "interpret")
+
+#: the process's mode (``compiler.tiered`` checks the name at import and raises ConfigError)
+_default = os.environ.get("ND4PY_COMPILE", "sync")
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("nd4py_compile_mode",
+                                                                       default=None)
+
+
+def mode() -> str:
+    """The compile mode here: a ``override`` block's (this thread/context), else the process's."""
+    m = _override.get()
+    return _default if m is None else m
+
+
+def set_default(m: str) -> str:
+    """Set the process's mode (unchecked: ``compiler.set_compile_mode`` checks); the old one."""
+    global _default
+    previous, _default = _default, m
+    return previous
+
+
+@contextlib.contextmanager
+def override(m: str) -> Iterator[None]:
+    """``m`` as the mode inside the block, on this thread/context only (unchecked)."""
+    token = _override.set(m)
+    try:
+        yield
+    finally:
+        _override.reset(token)
+
+
+# -- the compile thread -----------------------------------------------------------------------
+
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+_pending = 0  # jobs queued or running
+
+
+def submit(job: Callable[[], None]) -> None:
+    """Run ``job()`` on the compile thread, after the jobs queued before it. A job that raises
+    is reported on stderr once and dropped (its callers keep their numpy or interpreter route)."""
+    global _pending, _thread
+    with _lock:
+        _pending += 1
+        _jobs.put(job)
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
+            _thread.start()
+
+
+def pending() -> int:
+    """Jobs queued or running on the compile thread."""
+    return _pending
+
+
+@forksafe.guarded  # a fork waits for a compile in progress (Numba holds its locks meanwhile)
+def _run(job: Callable[[], None]) -> None:
+    job()
+
+
+def _work() -> None:
+    global _pending
+    while True:
+        job = _jobs.get()
+        try:
+            _run(job)
+        except BaseException:  # noqa: BLE001 (the thread must survive a failed job)
+            print("nd4py: a background compile failed (its callers keep their numpy route):\n"
+                  + traceback.format_exc(), file=sys.stderr)
+        finally:
+            with _lock:
+                _pending -= 1
+
+
+def _after_fork_in_child() -> None:
+    """The compile thread does not exist in a child: start one for the jobs still queued."""
+    global _thread, _lock, _warming_lock
+    _thread, _lock, _warming_lock = None, threading.Lock(), threading.Lock()
+    if _pending:
+        _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
+        _thread.start()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# -- which kernel families are ready ----------------------------------------------------------
+
+_ready: set = set()      # keys whose Numba functions are compiled (or loaded) for their types
+_warming: dict = {}      # key -> threading.Event, set when its warm-up has run
+_warming_lock = threading.Lock()
+
+
+def ready(key: Hashable, warm: Callable[[Any], None]) -> bool:
+    """May the caller run the Numba functions ``key`` names now? True once they are compiled
+    for ``key``'s types, and always in ``"sync"`` mode (the call compiles them if it must).
+    Otherwise False, and ``warm(key)`` -- which compiles them (or loads them from Numba's disk
+    cache) by one call on tiny arguments of the same types -- is queued on the compile thread
+    once; the caller takes its numpy route meanwhile. ``key`` must name every type the call
+    specializes on (dtype, layouts, ranks); ``warm`` is a module-level function (no closure
+    is built on the hot path)."""
+    if key in _ready:
+        return True
+    if mode() == "sync":  # the caller's own call compiles them now, as it always did. (Not
+        return True       # marked ready here: a warm-up in progress on the compile thread
+                          # runs in sync mode too, and must not let callers in before it ends)
+    with _warming_lock:
+        if key in _warming:
+            return False
+        done = _warming[key] = threading.Event()
+    submit(lambda: _warm(key, warm, _ready, done))
+    return False
+
+
+def _warm(key: Hashable, warm: Callable[[Any], None], into: set, done: threading.Event) -> None:
+    try:
+        with override("sync"):  # inside, every ``ready`` says yes: the warm-up compiles
+            warm(key)
+        into.add(key)
+    finally:
+        done.set()
+
+
+def wait_ready(key: Hashable, timeout: float | None = None) -> bool:
+    """Block until ``key``'s warm-up has run (or ``timeout`` seconds); True if it is ready."""
+    event = _warming.get(key)
+    if event is not None:
+        event.wait(timeout)
+    return key in _ready
