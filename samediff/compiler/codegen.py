@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels import fastload
 from .exprs import Emitter
 from .fastmath import KERNEL_FASTMATH, __all__ as fastmath_names
 
@@ -221,5 +222,6 @@ def load(source: str) -> Any:
         except BaseException:
             del sys.modules[name]
             raise
+        fastload.adopt_module(module)  # a cached kernel loads without Numba's full set-up
         _loaded[digest] = module
         return module
