@@ -10,7 +10,7 @@ for the second block are those of the first (``samediff/compiler/codegen.py`` ke
 its expression, not its place in the graph).
 
 >>> import numpy as np
->>> sd = w9_samediff(w9_params(np.random.default_rng(0), blocks=1, d=16, heads=2), heads=2)
+>>> sd = w9_samediff(w9_params(np.random.default_rng(0), d=16), seq=4, heads=2)
 >>> x, y = w9_data(np.random.default_rng(1), 2, seq=4, d=16)
 >>> h = sd.fit((x, y), epochs=1, batch_size=2, verbose=0)
 >>> bool(np.isfinite(h.loss_curve()[-1]))
@@ -24,10 +24,9 @@ W9_BATCH, W9_SEQ, W9_D, W9_HEADS, W9_LR = 8, 128, 256, 4, 0.01
 EPS = 1e-5
 
 
-def w9_params(rng: np.random.Generator, blocks: int = 1, d: int = W9_D,
-              heads: int = W9_HEADS) -> dict[str, np.ndarray]:
-    """Initial parameters of ``blocks`` pre-LN blocks of width ``d`` (names ``b<k>_...``)."""
-    del heads  # (the projections are d x d whatever the head count)
+def w9_params(rng: np.random.Generator, blocks: int = 1, d: int = W9_D) -> dict[str, np.ndarray]:
+    """Initial parameters of ``blocks`` pre-LN blocks of width ``d`` (names ``b<k>_...``; the
+    projections are ``d x d`` whatever the head count)."""
 
     def dense(i: int, o: int) -> np.ndarray:
         return (rng.standard_normal((i, o)) * np.sqrt(1.0 / i)).astype(np.float32)
