@@ -15,9 +15,9 @@ moment on the machine slows both alike:
 
 *to first result*: wall seconds from launching the process (interpreter start-up included) to
 the first result on the host (the first ``fit`` iteration's end; a jax value converted to
-numpy); *import*: ``import nd4py`` / ``import jax, jax.numpy`` alone; *cold*: the process
-that filled the cache (one sample). Medians over ``--repeats`` processes each, and the
-nd4py/jax ratio of the medians (goal: <= 1). Bytecode is cached as an installed package's would
+numpy); *import*: ``import nd4py`` / ``import jax, jax.numpy`` alone; *second call*: the next
+call or step; *cold*: the process that filled the cache (one sample). Medians over
+``--repeats`` processes each, and the median of the per-round nd4py/jax ratios (goal: <= 1). Bytecode is cached as an installed package's would
 be (as ``bench_import.py``: a temporary ``PYTHONPYCACHEPREFIX``).
 
 jax runs under ``--jax-python`` (default: this interpreter; rows are skipped when it has no
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace, tmp: str) -> dict:
     print(f"warm start: fresh processes, kernel/compilation caches filled by a first process; "
           f"medians of {args.repeats}")
     print(f"{'row':4} {'library':22} {'to first result':>16} {'import':>8} {'second call':>12} "
-          f"{'cold':>8}  ratio")
+          f"{'cold':>8}  paired ratio (median of per-round ratios)")
     results: dict = {}
     for row in args.rows.split(","):
         libs = []  # (label, python, child args, env)
@@ -236,13 +236,23 @@ def run(args: argparse.Namespace, tmp: str) -> dict:
         med = {label: {key: statistics.median(s[key] for s in runs)
                        for key in ("wall_s", "import_s", "second_s")}
                for label, runs in samples.items()}
-        jax_wall = med.get("jax.jit (cache)", {}).get("wall_s")
+
+        def paired(label: str, ref: str) -> float:
+            """Median over rounds of the ratio of two libraries' walls in the same round."""
+            return statistics.median(a["wall_s"] / b["wall_s"]
+                                     for a, b in zip(samples[label], samples[ref]))
+        first = libs[0][0]
         for label, m in med.items():
-            ratio = (f"{m['wall_s'] / jax_wall:.2f}x jax" if jax_wall and label != "jax.jit (cache)"
-                     else "")
+            ratios = {}
+            if jax_ok and label != "jax.jit (cache)":
+                ratios["jax"] = paired(label, "jax.jit (cache)")
+            if len(trees) > 1 and label.startswith("nd4py") and label != first:
+                ratios[first] = paired(label, first)
             print(f"{row:4} {label:22} {m['wall_s']:14.3f} s {m['import_s']:6.3f} s "
-                  f"{m['second_s'] * 1e3:9.1f} ms {cold[label]:6.2f} s  {ratio}")
-            results[f"{row}/{label}"] = {**m, "cold_s": cold[label]}
+                  f"{m['second_s'] * 1e3:9.1f} ms {cold[label]:6.2f} s  "
+                  + ", ".join(f"{v:.2f}x {k}" for k, v in ratios.items()))
+            results[f"{row}/{label}"] = {**m, "cold_s": cold[label],
+                                         **{f"ratio_vs_{k}": v for k, v in ratios.items()}}
         if not jax_ok:
             print(f"{row:4} {'jax.jit (cache)':22} (jax not installed under {args.jax_python})")
     return results
