@@ -5,7 +5,9 @@ Each row runs in a fresh process with an empty kernel cache (``ND4PY_CACHE_DIR``
 
 * **W1** ``gelu(x * a + b)`` on 4M float32 through ``@nd.compile``: calls in a loop;
 * **W3** the 784-256-10 MLP training step (batch 128, SGD) through ``fit``;
-* **W7** the LeNet training step (batch 32, SGD) through ``fit``.
+* **W7** the LeNet training step (batch 32, SGD) through ``fit``;
+* **W9** a pre-LN transformer block's training step (batch 8, seq 128, d 256, 4 heads, GELU
+  MLP x4, SGD) through ``fit`` (``workloads.py``), over 8 batches repeated for 12 epochs.
 
 Per mode (``sync``: the first call compiles before it answers; ``background``: it answers from
 the interpreter while the kernels compile on a thread, ``samediff/compiler/tiered.py``):
@@ -18,7 +20,7 @@ In ``background`` mode the kernels layer's own Numba functions (the private BLAS
 halves, the all-finite check, the convolution and pooling drivers) do not block either: numpy's
 routes run while they compile on the same thread (``samediff/kernels/compiling.py``).
 
-Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7] [--modes sync,background]
+Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7,W9] [--modes sync,background]
 [--json]``.
 """
 from __future__ import annotations
@@ -59,13 +61,13 @@ def _times_w1(mode: str, calls: int) -> list[float]:
     return out
 
 
-def _fit_times(sd, data, batch: int, mode: str, iterations: int) -> list[float]:
+def _fit_times(sd, data, batch: int, mode: str, iterations: int, epochs: int = 1) -> list[float]:
     import nd4py as nd
     from samediff.training.listeners import LambdaListener
     stamps: list[float] = []
     starts: list[float] = []
     with nd.compile_mode(mode):
-        sd.fit(data, epochs=1, batch_size=batch, shuffle=False, verbose=0,
+        sd.fit(data, epochs=epochs, batch_size=batch, shuffle=False, verbose=0,
                listeners=[LambdaListener(
                    on_epoch_start=lambda t, e: starts.append(time.perf_counter()),
                    on_iteration_end=lambda t, i, loss: stamps.append(time.perf_counter()))])
@@ -98,7 +100,18 @@ def _times_w7(mode: str, iterations: int) -> list[float]:
     return _fit_times(lenet_samediff(lenet_params(rng)), (xs, ys), B, mode, iterations)
 
 
-ROWS = {"W1": (_times_w1, 400), "W3": (_times_w3, 400), "W7": (_times_w7, 300)}
+def _times_w9(mode: str, iterations: int) -> list[float]:
+    import numpy as np
+    sys.path.insert(0, HERE)
+    from workloads import W9_BATCH, w9_data, w9_params, w9_samediff
+    rng = np.random.default_rng(2)
+    batches = 8  # the same batches again each epoch: the data stay small (2 x 8 MB)
+    return _fit_times(w9_samediff(w9_params(rng)), w9_data(rng, batches * W9_BATCH), W9_BATCH,
+                      mode, iterations, epochs=-(-iterations // batches))
+
+
+ROWS = {"W1": (_times_w1, 400), "W3": (_times_w3, 400), "W7": (_times_w7, 300),
+        "W9": (_times_w9, 96)}
 
 
 def child(row: str, mode: str) -> dict:
@@ -124,7 +137,7 @@ def run_child(row: str, mode: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="W1,W3,W7")
+    parser.add_argument("--rows", default="W1,W3,W7,W9")
     parser.add_argument("--modes", default="sync,background")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

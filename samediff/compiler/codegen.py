@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels import fastload
 from .exprs import Emitter
 from .fastmath import KERNEL_FASTMATH, __all__ as fastmath_names
 
@@ -184,14 +185,31 @@ _VERSIONS: str | None = None
 
 _loaded: dict[str, Any] = {}
 _lock = threading.Lock()
+_reused = 0
+
+
+def kernel_stats() -> dict[str, int]:
+    """``kernel_modules``: distinct kernel modules loaded by this process (each compiled once
+    per machine, then loaded from the disk cache); ``kernel_reuses``: requests answered with a
+    module already loaded. A kernel is keyed by its source, which names values by their place
+    in the kernel (``a0``, ``t1``...), never in the graph: the groups of a repeated block (the
+    layers of an MLP, the blocks of a transformer) render the same source and share one
+    module, as regional compilation reuses one compiled region.
+
+    >>> sorted(kernel_stats())
+    ['kernel_modules', 'kernel_reuses']
+    """
+    return {"kernel_modules": len(_loaded), "kernel_reuses": _reused}
 
 
 def load(source: str) -> Any:
     """The module for ``source`` (loaded once per process; compiled once per machine)."""
+    global _reused
     digest = hashlib.sha256((_versions() + "\n" + source).encode()).hexdigest()[:24]
     with _lock:
         module = _loaded.get(digest)
         if module is not None:
+            _reused += 1
             return module
         directory = cache_dir()
         directory.mkdir(parents=True, exist_ok=True)
@@ -210,5 +228,6 @@ def load(source: str) -> Any:
         except BaseException:
             del sys.modules[name]
             raise
+        fastload.adopt_module(module)  # a cached kernel loads without Numba's full set-up
         _loaded[digest] = module
         return module

@@ -14,6 +14,7 @@ standard library -- nothing of the op table, the compiler or anything above
 * ``finite`` -- the bit-test NaN/inf count training runs after each gradient;
 * ``workers`` -- the helper thread; ``spin`` -- its native spin-wait hand-off;
 * ``forksafe`` -- the at-fork gate every BLAS-calling driver passes (no Numba import);
+* ``fastload`` -- loads cached kernels without initializing Numba's whole compiler;
 * ``process`` -- process-wide settings: OpenMP wait policy, glibc malloc thresholds.
 
 Importing this package loads none of them. The op table holds ``lazy("cnn")`` proxies, so
@@ -28,6 +29,7 @@ Numba is imported (and cached kernels loaded) by the first op that runs a kernel
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -52,6 +54,8 @@ class _LazyModule:
         module = _get(self, "_module")
         if module is None:
             module = importlib.import_module(f"{__name__}.{_get(self, '_name')}")
+            if "numba" in sys.modules:  # its kernels (and those it imported) load fast
+                importlib.import_module(f"{__name__}.fastload").adopt_kernels()
             _set(self, "_module", module)
         return getattr(module, attr)
 
