@@ -63,32 +63,35 @@ SPIN_US = float(os.environ.get("ND4PY_WORKER_SPIN_US", "1000") or 0)
 #: after a split convolution: 7.0 -> 8.9 ms); yielding on every 32nd poll cost the splits
 #: themselves 0.6 -> 0.85-1.0x, so the caller's waits never yield, the idle helper rarely
 IDLE_YIELD_EVERY = 256
-#: slots of the flag array, a cache line apart: the job ticket the helper may start; the
-#: last ticket it finished; the helper asleep; the caller asleep
-_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP = 0, 8, 16, 24
+#: slots of the flag array, a cache line apart: the last job ticket posted; the last ticket
+#: the helper finished; the helper asleep; the caller asleep; the last ticket claimed
+_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP, _CLAIM = 0, 8, 16, 24, 32
 
 #: the ``go`` token of a kernel that runs unsplit: ``spin.announce`` writes a dummy slot
 NO_GO = (np.zeros(1, np.int64), 0, 0)
 
 
 class _Helper:
-    """The helper thread and its hand-off. Tickets number the jobs: the caller stores
-    ``job = (ticket, second)``, then publishes ``GO = ticket``; the helper runs the job it
-    finds once ``GO`` differs from the last ticket it ran, and publishes ``DONE = ticket``.
-    Because a job carries its own ticket, a caller interrupted anywhere (Ctrl-C in ``first``,
-    before its go, or while it waits) leaves nothing that stalls or misleads the next one:
-    its job runs or is superseded, and its failure, keyed by its ticket, is not handed on."""
+    """The helper thread and its hand-off. Tickets number the jobs and never repeat: the
+    caller stores ``job = (ticket, second)``, then publishes ``GO = ticket``; the half is
+    run by whichever side first raises ``CLAIM`` to its ticket (``spin.claim``), the helper
+    once it sees the go, the caller once its own half is done. The helper publishes
+    ``DONE = ticket`` after a half it claimed; the caller waits for that only when it lost
+    the claim. A caller interrupted anywhere (Ctrl-C in ``first``, before its go, or while
+    it waits) leaves nothing that stalls or misleads the next one: the helper claims only a
+    ticket it saw posted, and a failure, keyed by its ticket, is not handed on."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.busy = threading.Lock()  # held by the caller whose job the helper runs
-        self.flags = np.zeros(32, np.int64)
+        self.flags = np.zeros(40, np.int64)
         self.wake = threading.Condition(threading.Lock())
         self.spins = int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
         self.ticket = 0
         self.job: tuple[int, Callable[[], None]] | None = None
         self.failure: tuple[int, BaseException] | None = None
         self.timeouts = 0  # timed waits that ended unmet: a lost wake-up shows here
+        self.helper_ran = 0  # second halves run by the helper; the rest the callers took back
         threading.Thread(target=self._loop, name="nd4py-worker", daemon=True).start()
 
     def _sleep_until(self, slot: int, value: int, asleep: int, equal: bool = True) -> None:
@@ -111,45 +114,47 @@ class _Helper:
     # -- the helper's side
     def _loop(self) -> None:
         forksafe.nested_thread()  # its jobs are halves of kernels their callers count in flight
-        last = 0  # the ticket of the last job run
-        found = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY, False)
+        flags, seen = self.flags, 0  # seen: the last go looked at
+        found = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
         while True:
             if not found:  # the poll for the next go ran out: sleep (one poll per wait)
-                self._sleep_until(_GO, last, _HELPER_ASLEEP, equal=False)
-            ticket, job = self.job  # type: ignore[misc]  # stored before any go for it
+                self._sleep_until(_GO, seen, _HELPER_ASLEEP, equal=False)
+            seen = spin.load(flags, _GO)
+            ticket, job = self.job  # type: ignore[misc]  # stored before its go
+            # a newer job than the go (stored, not posted yet) waits for its own go
+            if ticket != seen or not spin.claim(flags, _CLAIM, ticket):
+                found = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
+                continue  # the caller took it back, or it is not ours yet
+            self.helper_ran += 1
             try:
                 job()
             except BaseException as exc:  # handed to the caller of this ticket
                 self.failure = (ticket, exc)
-            last = ticket
             # "done" goes out after the GIL is let go, then poll for the next go
-            got = spin.publish_then_spin(self.flags, _DONE, ticket, _GO, last, _CALLER_ASLEEP,
+            got = spin.publish_then_spin(flags, _DONE, ticket, _GO, seen, _CALLER_ASLEEP,
                                          self.spins, IDLE_YIELD_EVERY, False)
             if got == 2:  # the caller sleeps: wake it, then poll for its next go
                 self._notify()
-                got = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY,
-                                      False)
+                got = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
             found = got == 1
 
     # -- the caller's side
     def run(self, first: Callable, second: Callable[[], None], gated: bool) -> None:
-        ticket = self.ticket + 1
+        ticket = self.ticket = self.ticket + 1  # taken first: a ticket is never reused
         self.job = (ticket, second)
-        posted = False
+        # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
+        later = gated and not self.flags[_HELPER_ASLEEP]
         try:
-            self.ticket = ticket
-            posted = True  # from here on the join below releases and awaits this ticket
-            # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
-            later = gated and not self.flags[_HELPER_ASLEEP]
             if not later:  # the helper may start now (and wait for the GIL while ``first``
                 self._go(ticket)  # runs Python)
             if gated:
                 first((self.flags, _GO, ticket) if later else NO_GO)
             else:
                 first()
-        finally:
-            if posted:
-                self._join(ticket)
+        except BaseException:
+            self._join(ticket, second, later, failed=True)
+            raise
+        self._join(ticket, second, later, failed=False)
         failure, self.failure = self.failure, None
         if failure is not None and failure[0] == ticket:
             raise failure[1]
@@ -159,14 +164,27 @@ class _Helper:
         if self.flags[_HELPER_ASLEEP]:
             self._notify()
 
-    def _join(self, ticket: int) -> None:
-        """Release the helper (if ``first`` did not announce), then poll for its half."""
-        got = spin.publish_then_spin(self.flags, _GO, ticket, _DONE, ticket, _HELPER_ASLEEP,
-                                     self.spins)
-        if got == 2:  # the helper went to sleep before the go: wake it
-            self._notify()
-            got = spin.spin_until(self.flags, _DONE, ticket, self.spins)
-        if not got:
+    def _join(self, ticket: int, second: Callable[[], None], later: bool,
+              failed: bool) -> None:
+        """``first`` is done: take the second half back if the helper has not claimed it
+        (at once -- see the module docstring), else wait for the helper to finish it. After
+        a failed ``first`` the half still runs (as the helper would have run it) but its own
+        failure is dropped: ``first``'s propagates."""
+        flags = self.flags
+        if spin.claim(flags, _CLAIM, ticket):
+            # an announced go cannot notify: a helper that fell asleep just before it would
+            # find it only on its 50 ms net (harmless, but counted as a lost wake-up)
+            if later and spin.load(flags, _HELPER_ASLEEP):
+                self._notify()
+            if not failed:
+                second()
+                return
+            try:
+                second()
+            except BaseException:  # noqa: BLE001 -- ``first``'s failure is the one raised
+                pass
+            return
+        if not spin.spin_until(flags, _DONE, ticket, self.spins):
             self._sleep_until(_DONE, ticket, _CALLER_ASLEEP)
 
 
