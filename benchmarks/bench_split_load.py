@@ -15,7 +15,7 @@ import (every split then runs its two halves in turn, with the same arithmetic).
 figure is the median of its samples per mode and the median of the paired ratios
 helper / one thread (below 1.0: the helper pays). Goal: <= 1.0 in both states.
 
-"loaded": a ``python -c "while True: pass"`` pinned to the last CPU (``taskset``, or
+"loaded": a busy Python loop (``while True: pass``, which also ends with this process) pinned to the last CPU (``taskset``, or
 ``os.sched_setaffinity``), started before and killed after the loaded samples. "quiet" means
 nothing of ours runs beside: other users of the machine still do -- read the quiet rows with
 the machine's load average, printed with them.
@@ -119,7 +119,9 @@ class _Busy:
 
     def __enter__(self) -> "_Busy":
         cpu = (os.cpu_count() or 1) - 1
-        cmd = [sys.executable, "-c", "while True: pass"]
+        # busy until killed, or until this process is gone (an interrupted benchmark)
+        cmd = [sys.executable, "-c", "import os\np = os.getppid()\nwhile os.getppid() == p:\n"
+               "    for _ in range(1 << 20): pass"]
         pin = None
         if hasattr(os, "sched_setaffinity"):
             def pin() -> None:

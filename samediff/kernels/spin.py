@@ -7,6 +7,9 @@ Why not a lock or a queue: waking a thread that sleeps in the kernel costs 40-60
 virtual machine (the idle vCPU halts and the host has to wake it), which is as long as the
 kernels being split; a thread that polls sees the flag within a few hundred nanoseconds.
 
+``claim(flags, i, ticket)`` is the work-stealing claim: an atomic ``max`` on a claim word,
+won by exactly one of the threads claiming a ticket.
+
 ``spin_until(flags, i, value, spins)`` returns True as soon as ``flags[i] == value``, False
 after ``spins`` polls. The reads are atomic seq_cst loads (so the compiler cannot hoist them
 out of the loop, and a load after a store is ordered after it); ``ns_per_spin()`` says how long one poll takes on this CPU.

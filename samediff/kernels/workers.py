@@ -10,14 +10,52 @@ held the other core away from the next piece (see ``kernels/cnn.py``,
 running everything it needs on its own thread, has no such hand-off. numpy, BLAS and
 ``nogil`` Numba functions release the GIL, so the halves do run at once.
 
-The hand-off spins instead of sleeping: a kernel half takes 20-500 us, and waking a thread
-that sleeps in the kernel took 40-60 us on this machine's VM each way (``both`` of two 80 us
-halves: 146 us with a queue, 85 us spinning). So the helper polls for its next job, without
-the GIL, for ``ND4PY_WORKER_SPIN_US`` microseconds (default 1000) after each job before it
-sleeps, and the caller polls for the helper's half the same way (``samediff.kernels.spin``). A
-training step posts its next job well within that, so the helper never sleeps mid-step; the
-price is up to one millisecond of one core after the last job. ``ND4PY_WORKER_SPIN_US=0``
-sleeps at once, as OpenMP's passive wait policy does.
+**Work stealing.** The second half is run by whichever thread claims it first: the helper
+once it sees the job posted, or the caller once its own half is done. Before, the caller
+always waited for the helper; when another process held the helper's core, the caller
+finished its half and then waited up to a scheduler time slice (milliseconds, against
+halves of 20-500 us) for a thread that was not running: with the machine busy the LeNet step
+ran 3.3x slower with the helper than on one thread (``benchmarks/bench_split_load.py``).
+
+A claim raises a claim word to the job's ticket with one atomic read-modify-write
+(``spin.claim``: LLVM's ``atomicrmw max``, sequentially consistent -- Numba has no
+compare-and-swap of its own, so it is a small intrinsic). Why each half runs exactly once:
+
+* one winner -- the read-modify-writes of one word are totally ordered: the first to raise
+  it to ticket ``t`` reads a value below ``t`` and wins; every later one reads ``>= t``;
+* no stale winner -- tickets are never reused and the word never goes down (``max``), so a
+  helper that looked at job ``t`` and claims it late, after the caller took ``t`` back and
+  posted ``t + 1``, loses instead of lowering the word or taking ``t + 1``;
+* never both -- only the winner runs the half; never neither -- the helper claims only a
+  ticket it saw posted with its job stored (``GO == job's ticket``), and the caller of every
+  posted ticket claims it when its own half is done: if the caller loses, the helper won,
+  runs the half and publishes ``DONE = t``, which the caller waits for (polling, then
+  asleep, woken as before).
+
+The caller takes the half back **at once**, not after a grace period: once its own half is
+done, the work left is the whole second half, which takes as long whichever thread runs it,
+and a helper that has not claimed it yet can only finish later (it has yet to be scheduled,
+take the GIL, or wake up). Waiting first can only add the wait: measured with a 100 us grace
+period, the LeNet step went from 1.0-1.16x to 1.22-1.24x of one thread's time on the busy
+machine. What stealing cannot fix is a helper preempted *after* its claim, in the middle of
+its half: the caller waits for it (a half is not split further -- that would change which
+sums are taken in which order, and results are bit for bit the same today).
+
+**Spinning and sleeping.** Waking a thread that sleeps in the kernel took 40-60 us on this
+machine's VM each way (``both`` of two 80 us halves: 146 us with a queue, 85 us spinning),
+so the helper polls for its next job, without the GIL, for ``ND4PY_WORKER_SPIN_US``
+microseconds after each job before it sleeps (and the caller polls for a claimed half the
+same way). The bound stays 1000 us, by measurement: the gaps between one split and the
+next in a LeNet training step (W7) were under 200 us for 49 % of splits, under 500 us for
+74 %, under 1000 us for 92 % (on the busy machine; shorter when quiet), so a shorter poll
+lets the helper fall asleep inside a step and pay a wake-up at the next split. Under load
+the bound no longer mattered once the caller stopped waiting for an unclaimed half: W7 with
+the helper / on one thread, with a pinned busy process at load average 9-13, medians of two
+interleaved runs each: 0.98 at 1000 us, 0.98 at 200, 0.91 at 50 and 0.60-0.94 at 0; a
+second run 1.04 at 1000, 0.96 at 300, 0.94 at 100 -- within the noise of that machine.
+After a millisecond without a job the helper sleeps: the price of the poll is at most one
+millisecond of one core after the last job.
+``ND4PY_WORKER_SPIN_US=0`` sleeps at once, as OpenMP's passive wait policy does.
 
 The GIL is the other sleep: a helper that sees its job while the caller still runs Python
 (preparing its own half) blocks on the GIL and, on this machine, wakes ~14 us after the GIL
@@ -217,8 +255,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def both(first: Callable, second: Callable[[], None], *, gated: bool = False) -> None:
-    """Run ``first()`` here and ``second()`` on the helper thread; return when both are done.
-    An exception from either is raised here (``first``'s if both fail), after both finished.
+    """Run ``first()`` here and ``second()`` on the helper thread -- or here, after
+    ``first``, if the helper has not claimed it by then (work stealing: see the module
+    docstring); return when both are done. Each runs exactly once. An exception from either
+    is raised here (``first``'s if both fail), after both finished.
     Serial (``first`` then ``second``) when the helper is disabled or busy; there a failing
     ``first`` raises before ``second`` runs.
 
