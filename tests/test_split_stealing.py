@@ -28,23 +28,25 @@ def _spin_for(us: float) -> None:
 
 @pytest.fixture
 def delayed_helper(monkeypatch):
-    """The helper pauses a random while just before (``"before"``) or just after
-    (``"after"``) its claim -- as if descheduled by a busy machine at the worst moment;
-    the caller's claims are untouched. Yields a dict to set the mode in."""
-    real = spin.claim
+    """The helper pauses a random while just before it looks for a go (``"before"``: it
+    may see the go late, after the caller took the half back) or just after it won a
+    claim (``"after"``) -- as if descheduled by a busy machine at the worst moment; the
+    caller's claims are untouched. Yields a dict to set the mode in."""
+    real = spin.await_claim
     mode = {"where": "before", "rng": random.Random(0)}
 
-    def claim(flags, index, ticket):
-        helper = threading.current_thread().name == "nd4py-worker"
-        if helper and mode["where"] == "before":
+    def await_claim(flags, index, seen, claim_index, spins, *rest):
+        if mode["where"] == "before":
             _pause(mode["rng"])
-        won = real(flags, index, ticket)
-        if helper and won and mode["where"] == "after":
+        got = real(flags, index, seen, claim_index, spins, *rest)
+        if got > 0 and mode["where"] == "after":
             _pause(mode["rng"])
-        return won
-    monkeypatch.setattr(spin, "claim", claim)
+        return got
+    monkeypatch.setattr(spin, "await_claim", await_claim)
+    workers.both(lambda: None, lambda: None)  # the helper polls through the wrapper now
     yield mode
-    workers.both(lambda: None, lambda: None)  # the helper back on the real claim
+    monkeypatch.undo()
+    workers.both(lambda: None, lambda: None)  # the helper back on the real poll
 
 
 def _pause(rng: random.Random) -> None:
@@ -144,10 +146,10 @@ def test_a_stolen_half_computes_the_same_bits(monkeypatch, dtype):
         pytest.skip("no private BLAS here")
     helper = workers._get()
     want = M.matmul2d(a, b)
-    with monkeypatch.context() as m:  # the caller claims every half first
-        real = spin.claim
-        m.setattr(spin, "claim", lambda f, i, t: threading.current_thread().name
-                  != "nd4py-worker" and real(f, i, t))
+    with monkeypatch.context() as m:  # the helper looks too late: the caller takes all
+        real = spin.await_claim
+        m.setattr(spin, "await_claim", lambda *a: (time.sleep(0.02), real(*a))[1])
+        workers.both(lambda: None, lambda: None)  # the helper polls through the wrapper
         before = helper.helper_ran
         stolen = [M.matmul2d(a, b) for _ in range(5)]
         assert helper.helper_ran == before

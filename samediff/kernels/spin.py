@@ -32,8 +32,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "load",
-           "ns_per_spin"]
+__all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "await_claim",
+           "load", "ns_per_spin"]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -169,6 +169,29 @@ def claim(flags: np.ndarray, index: int, ticket: int) -> bool:
     (True, False, False, 1)
     """
     return _max_seq_cst(flags, index, ticket) < ticket
+
+
+@numba.njit(nogil=True, cache=True)
+def await_claim(flags: np.ndarray, index: int, seen: int, claim_index: int, spins: int,
+                yield_every: int = 0) -> int:
+    """Poll ``flags[index]`` for a ticket other than ``seen`` and claim each one that shows
+    (``claim(flags, claim_index, ticket)``), all without the GIL: the ticket when a claim is
+    won; ``-latest`` (the last ticket looked at, negated: <= 0) after ``spins`` more polls
+    (one look when 0). A ticket the other side claimed first is passed over here, so a
+    thread that lost never takes the GIL for it."""
+    for k in range(spins + 1):
+        ticket = _load_seq_cst(flags, index)
+        if ticket != seen:
+            if _max_seq_cst(flags, claim_index, ticket) < ticket:
+                return ticket
+            seen = ticket
+        if k == spins:
+            break
+        if yield_every and k % yield_every == yield_every - 1:
+            _yield_cpu()
+        else:
+            _spin_hint()
+    return -seen
 
 
 @numba.njit(nogil=True, cache=True)

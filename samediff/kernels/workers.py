@@ -26,11 +26,14 @@ compare-and-swap of its own, so it is a small intrinsic). Why each half runs exa
 * no stale winner -- tickets are never reused and the word never goes down (``max``), so a
   helper that looked at job ``t`` and claims it late, after the caller took ``t`` back and
   posted ``t + 1``, loses instead of lowering the word or taking ``t + 1``;
-* never both -- only the winner runs the half; never neither -- the helper claims only a
-  ticket it saw posted with its job stored (``GO == job's ticket``), and the caller of every
-  posted ticket claims it when its own half is done: if the caller loses, the helper won,
-  runs the half and publishes ``DONE = t``, which the caller waits for (polling, then
-  asleep, woken as before).
+* never both -- only the winner runs the half; never neither -- the caller of every posted
+  ticket claims it when its own half is done: if the caller loses, the helper won, runs
+  the half and publishes ``DONE = t``, which the caller waits for (polling, then asleep,
+  woken as before);
+* the right half -- the helper claims only tickets it saw posted (``GO``, stored after the
+  job); a posted ticket that is still unclaimed belongs to a caller that has not reached
+  its own claim, so the job stored is that ticket's. The helper polls and claims in native
+  code without the GIL (``spin.await_claim``): it takes the GIL only for a half it won.
 
 The caller takes the half back **at once**, not after a grace period: once its own half is
 done, the work left is the whole second half, which takes as long whichever thread runs it,
@@ -153,28 +156,29 @@ class _Helper:
     def _loop(self) -> None:
         forksafe.nested_thread()  # its jobs are halves of kernels their callers count in flight
         flags, seen = self.flags, 0  # seen: the last go looked at
-        found = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
         while True:
-            if not found:  # the poll for the next go ran out: sleep (one poll per wait)
-                self._sleep_until(_GO, seen, _HELPER_ASLEEP, equal=False)
-            seen = spin.load(flags, _GO)
-            ticket, job = self.job  # type: ignore[misc]  # stored before its go
-            # a newer job than the go (stored, not posted yet) waits for its own go
-            if ticket != seen or not spin.claim(flags, _CLAIM, ticket):
-                found = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
-                continue  # the caller took it back, or it is not ours yet
+            # poll for a go and claim it without the GIL: a half the caller took back never
+            # makes this thread take the GIL (on a busy machine most are taken back, and a
+            # helper descheduled while holding the GIL would stall the caller)
+            got = spin.await_claim(flags, _GO, seen, _CLAIM, self.spins, IDLE_YIELD_EVERY)
+            if got <= 0:  # the poll ran out: sleep until a new go, then look once
+                self._sleep_until(_GO, -got, _HELPER_ASLEEP, equal=False)
+                got = spin.await_claim(flags, _GO, -got, _CLAIM, 0)
+                if got <= 0:
+                    seen = -got
+                    continue
+            seen = got
+            # a won claim means the caller of ``got`` has not passed its own claim, so the job
+            # stored before that go is still this one
+            ticket, job = self.job  # type: ignore[misc]
             self.helper_ran += 1
             try:
                 job()
             except BaseException as exc:  # handed to the caller of this ticket
                 self.failure = (ticket, exc)
-            # "done" goes out after the GIL is let go, then poll for the next go
-            got = spin.publish_then_spin(flags, _DONE, ticket, _GO, seen, _CALLER_ASLEEP,
-                                         self.spins, IDLE_YIELD_EVERY, False)
-            if got == 2:  # the caller sleeps: wake it, then poll for its next go
+            # "done" goes out after the GIL is let go; 2: the caller sleeps, wake it
+            if spin.publish_then_spin(flags, _DONE, ticket, _GO, seen, _CALLER_ASLEEP, 0) == 2:
                 self._notify()
-                got = spin.spin_until(flags, _GO, seen, self.spins, IDLE_YIELD_EVERY, False)
-            found = got == 1
 
     # -- the caller's side
     def run(self, first: Callable, second: Callable[[], None], gated: bool) -> None:
