@@ -56,6 +56,9 @@ the bound no longer mattered once the caller stopped waiting for an unclaimed ha
 the helper / on one thread, with a pinned busy process at load average 9-13, medians of two
 interleaved runs each: 0.98 at 1000 us, 0.98 at 200, 0.91 at 50 and 0.60-0.94 at 0; a
 second run 1.04 at 1000, 0.96 at 300, 0.94 at 100 -- within the noise of that machine.
+Sleeping at once (0) was worse: two 100 us halves 50 us apart, at load average 4.5, took
+1.19-1.21x one thread's time with no poll (a woken helper ran 86 % of the halves, each
+after a wake-up) against 1.01-1.07x with polls of 50-1000 us.
 After a millisecond without a job the helper sleeps: the price of the poll is at most one
 millisecond of one core after the last job.
 ``ND4PY_WORKER_SPIN_US=0`` sleeps at once, as OpenMP's passive wait policy does.
