@@ -7,6 +7,9 @@ Why not a lock or a queue: waking a thread that sleeps in the kernel costs 40-60
 virtual machine (the idle vCPU halts and the host has to wake it), which is as long as the
 kernels being split; a thread that polls sees the flag within a few hundred nanoseconds.
 
+``claim(flags, i, ticket)`` is the work-stealing claim: an atomic ``max`` on a claim word,
+won by exactly one of the threads claiming a ticket.
+
 ``spin_until(flags, i, value, spins)`` returns True as soon as ``flags[i] == value``, False
 after ``spins`` polls. The reads are atomic seq_cst loads (so the compiler cannot hoist them
 out of the loop, and a load after a store is ordered after it); ``ns_per_spin()`` says how long one poll takes on this CPU.
@@ -29,7 +32,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["spin_until", "publish", "announce", "publish_then_spin", "ns_per_spin"]
+__all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "await_claim",
+           "load", "ns_per_spin"]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -78,6 +82,20 @@ def _store_seq_cst(typingctx, array, index, value):  # type: ignore[no-untyped-d
         builder.store_atomic(args[2], builder.gep(data, [args[1]]), "seq_cst", 8)
         return context.get_dummy_value()
     return types.void(array, index, value), codegen
+
+
+@intrinsic
+def _max_seq_cst(typingctx, array, index, value):  # type: ignore[no-untyped-def]
+    """``old = array[index]; array[index] = max(old, value); return old`` as one sequentially
+    consistent atomic read-modify-write (LLVM's ``atomicrmw max``: ``lock cmpxchg`` in a loop
+    on x86, ``ldaxr``/``stlxr`` or ``ldsmaxal`` on ARM) -- numba has no CAS of its own."""
+    if not (_flags_type(array, index) and isinstance(value, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("max", builder.gep(data, [args[1]]), args[2], "seq_cst")
+    return types.int64(array, index, types.int64), codegen
 
 
 if sys.platform == "win32":
@@ -136,6 +154,51 @@ def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int
     if _load_seq_cst(flags, stop_index) != 0:
         return 2
     return 1 if spin_until(flags, wait_index, wait_value, spins, yield_every, equal) else 0
+
+
+@numba.njit(nogil=True, cache=True)
+def claim(flags: np.ndarray, index: int, ticket: int) -> bool:
+    """Claim ``ticket`` in the claim word ``flags[index]``: raise it to ``ticket`` atomically,
+    True if it was below (this thread claimed it), False if it was already there (another
+    thread did). Tickets only grow and the word only rises, so of any number of threads
+    claiming one ticket exactly one wins, and a late claim of an older ticket never takes
+    the word back down (``workers``: whoever gets to a half first runs it).
+
+    >>> flags = np.zeros(1, np.int64)
+    >>> claim(flags, 0, 1), claim(flags, 0, 1), claim(flags, 0, 0), int(flags[0])
+    (True, False, False, 1)
+    """
+    return _max_seq_cst(flags, index, ticket) < ticket
+
+
+@numba.njit(nogil=True, cache=True)
+def await_claim(flags: np.ndarray, index: int, seen: int, claim_index: int, spins: int,
+                yield_every: int = 0) -> int:
+    """Poll ``flags[index]`` for a ticket other than ``seen`` and claim each one that shows
+    (``claim(flags, claim_index, ticket)``), all without the GIL: the ticket when a claim is
+    won; ``-latest`` (the last ticket looked at, negated: <= 0) after ``spins`` more polls
+    (one look when 0). A ticket the other side claimed first is passed over here, so a
+    thread that lost never takes the GIL for it."""
+    for k in range(spins + 1):
+        ticket = _load_seq_cst(flags, index)
+        if ticket != seen:
+            if _max_seq_cst(flags, claim_index, ticket) < ticket:
+                return ticket
+            seen = ticket
+        if k == spins:
+            break
+        if yield_every and k % yield_every == yield_every - 1:
+            _yield_cpu()
+        else:
+            _spin_hint()
+    return -seen
+
+
+@numba.njit(nogil=True, cache=True)
+def load(flags: np.ndarray, index: int) -> int:
+    """``flags[index]`` as a sequentially consistent load: ordered after this thread's
+    earlier fenced stores and claims on every CPU (a plain numpy read is, on x86 only)."""
+    return _load_seq_cst(flags, index)
 
 
 @functools.lru_cache(maxsize=None)

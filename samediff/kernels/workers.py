@@ -10,14 +10,58 @@ held the other core away from the next piece (see ``kernels/cnn.py``,
 running everything it needs on its own thread, has no such hand-off. numpy, BLAS and
 ``nogil`` Numba functions release the GIL, so the halves do run at once.
 
-The hand-off spins instead of sleeping: a kernel half takes 20-500 us, and waking a thread
-that sleeps in the kernel took 40-60 us on this machine's VM each way (``both`` of two 80 us
-halves: 146 us with a queue, 85 us spinning). So the helper polls for its next job, without
-the GIL, for ``ND4PY_WORKER_SPIN_US`` microseconds (default 1000) after each job before it
-sleeps, and the caller polls for the helper's half the same way (``samediff.kernels.spin``). A
-training step posts its next job well within that, so the helper never sleeps mid-step; the
-price is up to one millisecond of one core after the last job. ``ND4PY_WORKER_SPIN_US=0``
-sleeps at once, as OpenMP's passive wait policy does.
+**Work stealing.** The second half is run by whichever thread claims it first: the helper
+once it sees the job posted, or the caller once its own half is done. Before, the caller
+always waited for the helper; when another process held the helper's core, the caller
+finished its half and then waited up to a scheduler time slice (milliseconds, against
+halves of 20-500 us) for a thread that was not running: with the machine busy the LeNet step
+ran 3.3x slower with the helper than on one thread (``benchmarks/bench_split_load.py``).
+
+A claim raises a claim word to the job's ticket with one atomic read-modify-write
+(``spin.claim``: LLVM's ``atomicrmw max``, sequentially consistent -- Numba has no
+compare-and-swap of its own, so it is a small intrinsic). Why each half runs exactly once:
+
+* one winner -- the read-modify-writes of one word are totally ordered: the first to raise
+  it to ticket ``t`` reads a value below ``t`` and wins; every later one reads ``>= t``;
+* no stale winner -- tickets are never reused and the word never goes down (``max``), so a
+  helper that looked at job ``t`` and claims it late, after the caller took ``t`` back and
+  posted ``t + 1``, loses instead of lowering the word or taking ``t + 1``;
+* never both -- only the winner runs the half; never neither -- the caller of every posted
+  ticket claims it when its own half is done: if the caller loses, the helper won, runs
+  the half and publishes ``DONE = t``, which the caller waits for (polling, then asleep,
+  woken as before);
+* the right half -- the helper claims only tickets it saw posted (``GO``, stored after the
+  job); a posted ticket that is still unclaimed belongs to a caller that has not reached
+  its own claim, so the job stored is that ticket's. The helper polls and claims in native
+  code without the GIL (``spin.await_claim``): it takes the GIL only for a half it won.
+
+The caller takes the half back **at once**, not after a grace period: once its own half is
+done, the work left is the whole second half, which takes as long whichever thread runs it,
+and a helper that has not claimed it yet can only finish later (it has yet to be scheduled,
+take the GIL, or wake up). Waiting first can only add the wait: measured with a 100 us grace
+period, the LeNet step went from 1.0-1.16x to 1.22-1.24x of one thread's time on the busy
+machine. What stealing cannot fix is a helper preempted *after* its claim, in the middle of
+its half: the caller waits for it (a half is not split further -- that would change which
+sums are taken in which order, and results are bit for bit the same today).
+
+**Spinning and sleeping.** Waking a thread that sleeps in the kernel took 40-60 us on this
+machine's VM each way (``both`` of two 80 us halves: 146 us with a queue, 85 us spinning),
+so the helper polls for its next job, without the GIL, for ``ND4PY_WORKER_SPIN_US``
+microseconds after each job before it sleeps (and the caller polls for a claimed half the
+same way). The bound stays 1000 us, by measurement: the gaps between one split and the
+next in a LeNet training step (W7) were under 200 us for 49 % of splits, under 500 us for
+74 %, under 1000 us for 92 % (on the busy machine; shorter when quiet), so a shorter poll
+lets the helper fall asleep inside a step and pay a wake-up at the next split. Under load
+the bound no longer mattered once the caller stopped waiting for an unclaimed half: W7 with
+the helper / on one thread, with a pinned busy process at load average 9-13, medians of two
+interleaved runs each: 0.98 at 1000 us, 0.98 at 200, 0.91 at 50 and 0.60-0.94 at 0; a
+second run 1.04 at 1000, 0.96 at 300, 0.94 at 100 -- within the noise of that machine.
+Sleeping at once (0) was worse: two 100 us halves 50 us apart, at load average 4.5, took
+1.19-1.21x one thread's time with no poll (a woken helper ran 86 % of the halves, each
+after a wake-up) against 1.01-1.07x with polls of 50-1000 us.
+After a millisecond without a job the helper sleeps: the price of the poll is at most one
+millisecond of one core after the last job.
+``ND4PY_WORKER_SPIN_US=0`` sleeps at once, as OpenMP's passive wait policy does.
 
 The GIL is the other sleep: a helper that sees its job while the caller still runs Python
 (preparing its own half) blocks on the GIL and, on this machine, wakes ~14 us after the GIL
@@ -63,32 +107,35 @@ SPIN_US = float(os.environ.get("ND4PY_WORKER_SPIN_US", "1000") or 0)
 #: after a split convolution: 7.0 -> 8.9 ms); yielding on every 32nd poll cost the splits
 #: themselves 0.6 -> 0.85-1.0x, so the caller's waits never yield, the idle helper rarely
 IDLE_YIELD_EVERY = 256
-#: slots of the flag array, a cache line apart: the job ticket the helper may start; the
-#: last ticket it finished; the helper asleep; the caller asleep
-_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP = 0, 8, 16, 24
+#: slots of the flag array, a cache line apart: the last job ticket posted; the last ticket
+#: the helper finished; the helper asleep; the caller asleep; the last ticket claimed
+_GO, _DONE, _HELPER_ASLEEP, _CALLER_ASLEEP, _CLAIM = 0, 8, 16, 24, 32
 
 #: the ``go`` token of a kernel that runs unsplit: ``spin.announce`` writes a dummy slot
 NO_GO = (np.zeros(1, np.int64), 0, 0)
 
 
 class _Helper:
-    """The helper thread and its hand-off. Tickets number the jobs: the caller stores
-    ``job = (ticket, second)``, then publishes ``GO = ticket``; the helper runs the job it
-    finds once ``GO`` differs from the last ticket it ran, and publishes ``DONE = ticket``.
-    Because a job carries its own ticket, a caller interrupted anywhere (Ctrl-C in ``first``,
-    before its go, or while it waits) leaves nothing that stalls or misleads the next one:
-    its job runs or is superseded, and its failure, keyed by its ticket, is not handed on."""
+    """The helper thread and its hand-off. Tickets number the jobs and never repeat: the
+    caller stores ``job = (ticket, second)``, then publishes ``GO = ticket``; the half is
+    run by whichever side first raises ``CLAIM`` to its ticket (``spin.claim``), the helper
+    once it sees the go, the caller once its own half is done. The helper publishes
+    ``DONE = ticket`` after a half it claimed; the caller waits for that only when it lost
+    the claim. A caller interrupted anywhere (Ctrl-C in ``first``, before its go, or while
+    it waits) leaves nothing that stalls or misleads the next one: the helper claims only a
+    ticket it saw posted, and a failure, keyed by its ticket, is not handed on."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.busy = threading.Lock()  # held by the caller whose job the helper runs
-        self.flags = np.zeros(32, np.int64)
+        self.flags = np.zeros(40, np.int64)
         self.wake = threading.Condition(threading.Lock())
         self.spins = int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
         self.ticket = 0
         self.job: tuple[int, Callable[[], None]] | None = None
         self.failure: tuple[int, BaseException] | None = None
         self.timeouts = 0  # timed waits that ended unmet: a lost wake-up shows here
+        self.helper_ran = 0  # second halves run by the helper; the rest the callers took back
         threading.Thread(target=self._loop, name="nd4py-worker", daemon=True).start()
 
     def _sleep_until(self, slot: int, value: int, asleep: int, equal: bool = True) -> None:
@@ -111,45 +158,48 @@ class _Helper:
     # -- the helper's side
     def _loop(self) -> None:
         forksafe.nested_thread()  # its jobs are halves of kernels their callers count in flight
-        last = 0  # the ticket of the last job run
-        found = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY, False)
+        flags, seen = self.flags, 0  # seen: the last go looked at
         while True:
-            if not found:  # the poll for the next go ran out: sleep (one poll per wait)
-                self._sleep_until(_GO, last, _HELPER_ASLEEP, equal=False)
-            ticket, job = self.job  # type: ignore[misc]  # stored before any go for it
+            # poll for a go and claim it without the GIL: a half the caller took back never
+            # makes this thread take the GIL (on a busy machine most are taken back, and a
+            # helper descheduled while holding the GIL would stall the caller)
+            got = spin.await_claim(flags, _GO, seen, _CLAIM, self.spins, IDLE_YIELD_EVERY)
+            if got <= 0:  # the poll ran out: sleep until a new go, then look once
+                self._sleep_until(_GO, -got, _HELPER_ASLEEP, equal=False)
+                got = spin.await_claim(flags, _GO, -got, _CLAIM, 0)
+                if got <= 0:
+                    seen = -got
+                    continue
+            seen = got
+            # a won claim means the caller of ``got`` has not passed its own claim, so the job
+            # stored before that go is still this one
+            ticket, job = self.job  # type: ignore[misc]
+            self.helper_ran += 1
             try:
                 job()
             except BaseException as exc:  # handed to the caller of this ticket
                 self.failure = (ticket, exc)
-            last = ticket
-            # "done" goes out after the GIL is let go, then poll for the next go
-            got = spin.publish_then_spin(self.flags, _DONE, ticket, _GO, last, _CALLER_ASLEEP,
-                                         self.spins, IDLE_YIELD_EVERY, False)
-            if got == 2:  # the caller sleeps: wake it, then poll for its next go
+            # "done" goes out after the GIL is let go; 2: the caller sleeps, wake it
+            if spin.publish_then_spin(flags, _DONE, ticket, _GO, seen, _CALLER_ASLEEP, 0) == 2:
                 self._notify()
-                got = spin.spin_until(self.flags, _GO, last, self.spins, IDLE_YIELD_EVERY,
-                                      False)
-            found = got == 1
 
     # -- the caller's side
     def run(self, first: Callable, second: Callable[[], None], gated: bool) -> None:
-        ticket = self.ticket + 1
+        ticket = self.ticket = self.ticket + 1  # taken first: a ticket is never reused
         self.job = (ticket, second)
-        posted = False
+        # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
+        later = gated and not self.flags[_HELPER_ASLEEP]
         try:
-            self.ticket = ticket
-            posted = True  # from here on the join below releases and awaits this ticket
-            # a sleeping helper is woken now (its wake-up takes longer than the GIL's)
-            later = gated and not self.flags[_HELPER_ASLEEP]
             if not later:  # the helper may start now (and wait for the GIL while ``first``
                 self._go(ticket)  # runs Python)
             if gated:
                 first((self.flags, _GO, ticket) if later else NO_GO)
             else:
                 first()
-        finally:
-            if posted:
-                self._join(ticket)
+        except BaseException:
+            self._join(ticket, second, later, failed=True)
+            raise
+        self._join(ticket, second, later, failed=False)
         failure, self.failure = self.failure, None
         if failure is not None and failure[0] == ticket:
             raise failure[1]
@@ -159,14 +209,27 @@ class _Helper:
         if self.flags[_HELPER_ASLEEP]:
             self._notify()
 
-    def _join(self, ticket: int) -> None:
-        """Release the helper (if ``first`` did not announce), then poll for its half."""
-        got = spin.publish_then_spin(self.flags, _GO, ticket, _DONE, ticket, _HELPER_ASLEEP,
-                                     self.spins)
-        if got == 2:  # the helper went to sleep before the go: wake it
-            self._notify()
-            got = spin.spin_until(self.flags, _DONE, ticket, self.spins)
-        if not got:
+    def _join(self, ticket: int, second: Callable[[], None], later: bool,
+              failed: bool) -> None:
+        """``first`` is done: take the second half back if the helper has not claimed it
+        (at once -- see the module docstring), else wait for the helper to finish it. After
+        a failed ``first`` the half still runs (as the helper would have run it) but its own
+        failure is dropped: ``first``'s propagates."""
+        flags = self.flags
+        if spin.claim(flags, _CLAIM, ticket):
+            # an announced go cannot notify: a helper that fell asleep just before it would
+            # find it only on its 50 ms net (harmless, but counted as a lost wake-up)
+            if later and spin.load(flags, _HELPER_ASLEEP):
+                self._notify()
+            if not failed:
+                second()
+                return
+            try:
+                second()
+            except BaseException:  # noqa: BLE001 -- ``first``'s failure is the one raised
+                pass
+            return
+        if not spin.spin_until(flags, _DONE, ticket, self.spins):
             self._sleep_until(_DONE, ticket, _CALLER_ASLEEP)
 
 
@@ -199,8 +262,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def both(first: Callable, second: Callable[[], None], *, gated: bool = False) -> None:
-    """Run ``first()`` here and ``second()`` on the helper thread; return when both are done.
-    An exception from either is raised here (``first``'s if both fail), after both finished.
+    """Run ``first()`` here and ``second()`` on the helper thread -- or here, after
+    ``first``, if the helper has not claimed it by then (work stealing: see the module
+    docstring); return when both are done. Each runs exactly once. An exception from either
+    is raised here (``first``'s if both fail), after both finished.
     Serial (``first`` then ``second``) when the helper is disabled or busy; there a failing
     ``first`` raises before ``second`` runs.
 
