@@ -4,7 +4,7 @@ What is measured
 ----------------
 Every case is an 8x8 float32 computation: tiny enough that numpy's own work is negligible, so
 the numbers are the *Python dispatch overhead* of an eager op (``OpSurface.__add__`` ->
-``NDArray._apply`` -> ``bind`` -> ``run_eager`` -> numpy and back into an ``NDArray``).
+``NDArray._apply`` (``bind``) -> numpy and back into an ``NDArray``).
 
 ==============  ===============================  ==============================
 case            nd4py                            numpy (same run, same data)
