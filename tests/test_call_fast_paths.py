@@ -78,6 +78,7 @@ def test_errors_are_those_of_the_full_rule_every_time(x):
     assert re.search(r"reshape: cannot reshape shape \(3, 4\) \(12 elements\) into shape \(5, 3\)",
                      msg)
     assert x.reshape(4, 3).shape == (4, 3)  # the same form with good sizes still runs
+    assert "no other negative size" in _raises_twice(lambda: x.reshape(-2, 6))  # numpy: -1
     _raises_twice(lambda: nd.add(x, x, x))
 
 

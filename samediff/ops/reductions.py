@@ -103,9 +103,14 @@ def _rescued(out, x, fn, dims, keep_dims):
         return np.where(np.isfinite(out), out, wide)
 
 
+_ADD_REDUCE = np.add.reduce
+
+
 def _sum(x, *, dims, keep_dims):
-    # np.add.reduce is np.sum without its Python-level wrapper (same results and dtypes)
-    out = np.add.reduce(x, axis=dims, keepdims=keep_dims)
+    # np.add.reduce is np.sum without its Python-level wrapper (same results and dtypes); its
+    # arguments given positionally (axis, dtype, out, keepdims): a ufunc parses keywords
+    # slowly (~0.5 us of a ~1 us 8x8 sum)
+    out = _ADD_REDUCE(x, dims, None, None, keep_dims)
     if out.dtype in _NARROW and not _finite(out):  # (cheap checks first: the hot path)
         return _rescued(out, x, np.add.reduce, dims, keep_dims)
     return out
