@@ -39,7 +39,8 @@ def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
     ``nd.exp(v)`` records into ``v``'s SameDiff), else into the current trace (the context
     variable set by ``graph_scope`` / ``nd.compile``); with neither it runs eagerly on the
     numpy buffers. ``rec`` is ``attrs``' attribute record (``op.make_attrs(attrs)``) when the
-    caller already has it (the front ends' memoized argument rule): eager calls skip making it.
+    caller already has it (the front ends' memoized argument rule, whose ``inputs`` always
+    fit the op): eager calls then skip making it and checking the number of inputs.
     """
     trace = CURRENT_TRACE.get()
     if trace is not None:
@@ -50,6 +51,7 @@ def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
     # Eager: the hot path (benchmarks/bench_eager_overhead.py), one frame from the method to
     # the op's impl. Graph variables are found only among inputs that are not plain NDArrays,
     # so the common all-array call pays nothing for them.
+    arity_known = rec is not None  # a memoized call form has the op's inputs, checked
     if rec is None:
         rec = op.make_attrs(attrs) if attrs else op.default_attrs
         if rec is None:
@@ -64,7 +66,7 @@ def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
         else:
             vals.append(to_value(x))
-    if len(vals) != len(op.inputs) and not op.variadic:
+    if not arity_known and len(vals) != len(op.inputs) and not op.variadic:
         op.check_arity(len(vals))
     kw = rec.__dict__
     if profiler.active:  # the profiler's only cost when it is off
