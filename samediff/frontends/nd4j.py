@@ -465,7 +465,7 @@ def bind_arguments(op: OpDef, args: tuple, kwargs: dict) -> tuple[list, Mapping,
         except TypeError:  # an unhashable argument (a list, a numpy array): the full rule
             hit = key = None
         if hit is not None:
-            return list(args[:n]), hit[0], hit[1], hit[2]
+            return [args[0]] if n == 1 else list(args[:n]), hit[0], hit[1], hit[2]
     inputs, attrs, name = split_call(op, args, kwargs)
     rec = op.make_attrs(attrs) if attrs else op.default_attrs
     if rec is None:
