@@ -31,19 +31,61 @@ CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_trace
 _PY_SCALARS = WEAK_SCALARS
 
 
-def bind(op: OpDef, inputs: list, attrs: dict | None = None, name: str | None = None) -> Any:
+def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
+         rec: Any = None) -> Any:
     """Run ``op`` eagerly, or record it. Every op call ends here.
 
     Where it records: into the graph of an input that is a graph variable (an ``SDVariable``:
     ``nd.exp(v)`` records into ``v``'s SameDiff), else into the current trace (the context
-    variable set by ``graph_scope`` / ``nd.compile``); with neither it runs eagerly."""
+    variable set by ``graph_scope`` / ``nd.compile``); with neither it runs eagerly on the
+    numpy buffers. ``rec`` is ``attrs``' attribute record (``op.make_attrs(attrs)``) when the
+    caller already has it (the front ends' memoized argument rule, whose ``inputs`` always
+    fit the op): eager calls then skip making it and checking the number of inputs.
+    """
     trace = CURRENT_TRACE.get()
-    if trace is None:
-        return run_eager(op, inputs, attrs, name)  # finds graph variables on its slow path
+    if trace is not None:
+        for x in inputs:
+            if type(x) is not NDArray and isinstance(x, OpSurface) and x._recorder is not None:
+                return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
+        return trace.record(op, inputs, attrs or {}, name)
+    # Eager: the hot path (benchmarks/bench_eager_overhead.py), one frame from the method to
+    # the op's impl. Graph variables are found only among inputs that are not plain NDArrays,
+    # so the common all-array call pays nothing for them.
+    arity_known = rec is not None  # a memoized call form has the op's inputs, checked
+    if rec is None:
+        rec = op.make_attrs(attrs) if attrs else op.default_attrs
+        if rec is None:
+            rec = op.make_attrs({})  # raises: a required attribute is missing
+    # A plain loop: on Python 3.11 a comprehension builds and calls a function object (~60 ns
+    # per op); and no ``**{}`` for ops without attributes (~40 ns).
+    vals = []
     for x in inputs:
-        if type(x) is not NDArray and isinstance(x, OpSurface) and x._recorder is not None:
+        if type(x) is NDArray:
+            vals.append(x._data)
+        elif isinstance(x, OpSurface) and x._recorder is not None:
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
-    return trace.record(op, inputs, attrs or {}, name)
+        else:
+            vals.append(to_value(x))
+    if not arity_known and len(vals) != len(op.inputs) and not op.variadic:
+        op.check_arity(len(vals))
+    kw = rec.__dict__
+    if profiler.active:  # the profiler's only cost when it is off
+        out = _impl_profiled(op, vals, kw, rec)
+    else:
+        try:
+            out = op.impl(*vals, **kw) if kw else op.impl(*vals)
+        except Exception as exc:  # turn numpy's message into one that names the op
+            raise explain_failure(op, vals, rec, exc) from exc
+    if type(out) is np.ndarray:
+        result = _new(NDArray)  # NDArray(out) without its __init__ frame (~50 ns)
+        result._data = out
+        return result
+    if isinstance(out, tuple):
+        return tuple(NDArray(np.asarray(o)) for o in out)
+    return NDArray(np.asarray(out))
+
+
+_new = object.__new__
 
 
 def _impl_profiled(op: OpDef, vals: list, kw: dict, rec: Any) -> Any:
@@ -73,41 +115,6 @@ def _top_recorder(inputs: list) -> Any:
         if recorder is not None and (top is None or recorder.level > top.level):
             top = recorder
     return top
-
-
-def run_eager(op: OpDef, inputs: list, attrs: dict | None, name: str | None = None) -> Any:
-    """Run ``op`` on numpy buffers — unless an input is a graph variable: then the call is
-    recorded into its graph (checked only for inputs that are not plain NDArrays, so the
-    common all-array call pays nothing for it)."""
-    rec = op.make_attrs(attrs) if attrs else op.default_attrs
-    if rec is None:
-        rec = op.make_attrs({})  # raises: a required attribute is missing
-    # Hot path (see benchmarks/bench_eager_overhead.py): a plain loop, because on Python 3.11 a
-    # comprehension builds and calls a function object (~60 ns per op), and no ``**{}`` for ops
-    # without attributes (~40 ns).
-    vals = []
-    for x in inputs:
-        if type(x) is NDArray:
-            vals.append(x._data)
-        elif isinstance(x, OpSurface) and x._recorder is not None:
-            return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
-        else:
-            vals.append(to_value(x))
-    if len(vals) != len(op.inputs) and not op.variadic:
-        op.check_arity(len(vals))
-    kw = rec.__dict__
-    if profiler.active:  # the profiler's only cost when it is off
-        out = _impl_profiled(op, vals, kw, rec)
-    else:
-        try:
-            out = op.impl(*vals, **kw) if kw else op.impl(*vals)
-        except Exception as exc:  # turn numpy's message into one that names the op
-            raise explain_failure(op, vals, rec, exc) from exc
-    if type(out) is np.ndarray:
-        return NDArray(out)
-    if isinstance(out, tuple):
-        return tuple(NDArray(np.asarray(o)) for o in out)
-    return NDArray(np.asarray(out))
 
 
 def explain_failure(op: OpDef, vals: list, rec: Any, exc: Exception) -> Exception:
@@ -227,8 +234,8 @@ class NDArray(OpSurface):
         self._data = data
 
     # -- how ops run --------------------------------------------------------------------------
-    def _apply(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
-        return bind(op, inputs, attrs, name)
+    # (op, inputs, attrs, name=None, rec=None): runs or records, without a method frame
+    _apply = staticmethod(bind)
 
     def _inplace(self, op: OpDef, inputs: list, attrs: dict, operator: bool) -> "NDArray":
         trace = CURRENT_TRACE.get()

@@ -13,7 +13,9 @@ from .frontends import ND4J, Frontend
 from .losses import LossNamespace
 from .ops import OpDef
 
-Applier = Callable[[OpDef, list, dict, "str | None"], Any]
+#: ``apply(op, inputs, attrs, name[, rec])``: run or record one op (``bind``); ``rec``, the
+#: attribute record of ``attrs``, is passed when the front end memoizes its argument rule.
+Applier = Callable[..., Any]
 
 
 def op_function(op: OpDef, frontend: Frontend, apply: Applier,
@@ -28,10 +30,15 @@ def op_function(op: OpDef, frontend: Frontend, apply: Applier,
     plain = (not leading_name and not op.variadic and op.min_inputs == len(op.inputs)
              and op.name not in frontend.rewritten)
     n_inputs = len(op.inputs) if plain else -1
+    # the rule memoized per call form (nd.sum(x, 1)); the applier then also takes the record
+    bind_arguments = None if leading_name else frontend.bind_arguments
 
     def function(*args: Any, **kwargs: Any) -> Any:
         if not kwargs and len(args) == n_inputs:
             return apply(op, list(args), None, None)
+        if bind_arguments is not None:
+            inputs, attrs, name, rec = bind_arguments(op, args, kwargs)
+            return apply(op, inputs, attrs, name, rec)
         inputs, attrs, name = split_call(op, args, kwargs, leading_name)
         return apply(op, inputs, attrs, name)
     function.__name__ = op.name

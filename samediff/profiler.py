@@ -10,7 +10,7 @@ On exit the file is written. ``summary()`` /
 share of the profiled step time.
 
 This module is a leaf recorder: it imports only ``errors``, and the executors above it call it
-(``array.run_eager``, ``interpreter``, ``compiler.plan``, ``compiler.cache``) only when the
+(``array.bind``, ``interpreter``, ``compiler.plan``, ``compiler.cache``) only when the
 module flag ``active`` is set — one attribute read per plan execution (per eager op, per cache
 lookup) is all profiling costs when it is off.
 

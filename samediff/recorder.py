@@ -45,8 +45,7 @@ class GraphValue(OpSurface):
         self._recorder = recorder
         self._name = name
 
-    def _apply(self, op: OpDef, inputs: list, attrs: dict, name: str | None = None) -> Any:
-        return bind(op, inputs, attrs, name)
+    _apply = staticmethod(bind)  # (op, inputs, attrs, name=None, rec=None): records
 
     def _inplace(self, op: OpDef, inputs: list, attrs: dict, operator: bool) -> Any:
         if operator:  # `v += 1` rebinds the Python name, as for any immutable value

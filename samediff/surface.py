@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .frontends import ND4J, names_to_ops
-from .frontends.nd4j import split_call
+from .frontends.nd4j import bind_arguments, split_call
 from .frontends.numpy import (DTYPE_OPS, numpy_function, numpy_index, numpy_ufunc,
                               with_dtype)
 from .errors import ArgumentConflictError, ConcretizationError, NdAttributeError, OpError
@@ -24,7 +24,8 @@ from .ops.indexing import index_to_spec
 class OpSurface:
     """Mixin: Python operators and one method per op and per ND4J name, all via ``_apply``.
 
-    Concrete classes define ``_apply(op, inputs, attrs, name=None)`` (run or record one op) and
+    Concrete classes define ``_apply(op, inputs, attrs, name=None, rec=None)`` (run or record
+    one op; ``rec``: the attribute record of ``attrs`` when the caller has it) and
     ``_inplace(op, inputs, attrs, operator)`` (``addi``-style update; ``operator`` is True for
     ``+=`` and friends, which may rebind instead of mutating).
     """
@@ -249,6 +250,10 @@ def _inplace_method(op_name: str, operator: bool) -> Callable:
 
 def _op_method(op: OpDef) -> Callable:
     def method(self: OpSurface, *args: Any, **kwargs: Any) -> Any:
+        if not self._leading_name and (not kwargs or "dtype" not in kwargs):
+            # the hot path (x.sum(1)): the argument rule, memoized per call form
+            inputs, attrs, name, rec = bind_arguments(op, (self, *args), kwargs)
+            return self._apply(op, inputs, attrs, name, rec)
         if self._leading_name and args and isinstance(args[0], str) and _name_first(op, args):
             if "name" in kwargs:
                 raise ArgumentConflictError(f"{op.name}() got multiple values for the output "

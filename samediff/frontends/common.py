@@ -49,6 +49,9 @@ class Frontend:
     inplace: tuple[str, ...] = ()
     #: ops whose arguments ``split_call`` rewrites (ND4J's overloads): no fast path for them
     rewritten: frozenset[str] = frozenset()
+    #: ``split_call`` without a leading name, plus the attribute record, memoized:
+    #: ``(op, args, kwargs) -> (inputs, attrs, name, record)`` (None: no memoized form)
+    bind_arguments: Callable[[OpDef, tuple, dict], tuple] | None = None
 
     def __post_init__(self) -> None:
         names = {op: (extra,) if isinstance(extra, str) else tuple(extra)

@@ -14,7 +14,8 @@ reachable by its own name; ``NAMES`` only lists the other names.
 """
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -414,5 +415,84 @@ def _positional_attrs(op: OpDef, args: list) -> dict:
     return dict(zip(names, args))
 
 
+# --------------------------------------------------------------------------------------------
+# The argument rule, memoized (the eager hot path: benchmarks/bench_eager_overhead.py)
+# --------------------------------------------------------------------------------------------
+
+#: (op, argument types, the arguments after the inputs[, keywords]) -> (attrs, output name,
+#: attribute record) of a call ``split_call`` and ``make_attrs`` accepted.
+_BOUND: dict[tuple, tuple[Mapping[str, Any], Any, Any]] = {}
+_BOUND_LIMIT = 4096
+_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
+#: Values a memoized call may hold besides its inputs: immutable, and equal to another value
+#: of the same type only when they mean the same attribute (tuples: element by element).
+_CONSTANTS = (int, float, bool, complex, str, type(None))
+
+
+def bind_arguments(op: OpDef, args: tuple, kwargs: dict) -> tuple[list, Mapping, Any, Any]:
+    """``split_call`` (without a leading name) and ``op.make_attrs`` in one step, memoized:
+    ``(inputs, attrs, output name, attribute record)``.
+
+    Whether an argument is an input, a flag, a dim or an attribute depends only on the
+    argument types and on the values that are not inputs: for an op whose inputs are fixed
+    (``op.fixed_inputs``: ``x.sum(1)``, ``nd.add(a, b)``, ``x.reshape(4, 16)``) the inputs are
+    the first positional arguments, and the rest binds the same way every time it recurs.
+    So the first call takes the full rule (every check, every error message), and a call with
+    the same types and the same constants (ints, floats, strings, tuples of them...) reuses its
+    result. Calls that bind otherwise (inputs by keyword, a list or a config object among the
+    arguments) always take the full rule.
+
+    >>> from samediff.ops import REGISTRY
+    >>> inputs, attrs, name, rec = bind_arguments(REGISTRY["sum"], ("x", 0, 1), {})
+    >>> inputs, dict(attrs), rec
+    (['x'], {'dims': (0, 1)}, {dims=(0, 1), keep_dims=False})
+    >>> bind_arguments(REGISTRY["sum"], ("y", 0, 1), {})[3] is rec   # memoized
+    True
+    """
+    n = op.fixed_inputs
+    if len(args) == n and not kwargs and op.default_attrs is not None and (
+            op.name not in OVERLOADS):
+        return list(args), _NO_ATTRS, None, op.default_attrs  # x.exp(), x.add(y): nothing to bind
+    key = None
+    if n is not None:
+        static = args[n:]
+        types = tuple(map(type, args))
+        if kwargs or tuple in types:  # 1 == 1.0 == True: keys that tell them apart
+            static = (_typed(static), *[(k, _typed(v)) for k, v in kwargs.items()])
+        key = (op, types, static)
+        try:
+            hit = _BOUND.get(key)
+        except TypeError:  # an unhashable argument (a list, a numpy array): the full rule
+            hit = key = None
+        if hit is not None:
+            return [args[0]] if n == 1 else list(args[:n]), hit[0], hit[1], hit[2]
+    inputs, attrs, name = split_call(op, args, kwargs)
+    rec = op.make_attrs(attrs) if attrs else op.default_attrs
+    if rec is None:
+        rec = op.make_attrs({})  # raises: a required attribute is missing
+    if key is not None and len(args) >= n and len(inputs) == n and all(
+            i is a for i, a in zip(inputs, args)) and _constant(args[n:]) and _constant(
+            tuple(kwargs.values())):
+        if len(_BOUND) >= _BOUND_LIMIT:
+            _BOUND.clear()  # crude bound: the calls of a program are few
+        attrs = MappingProxyType(attrs)  # shared by every call that hits: read-only
+        _BOUND[key] = (attrs, name, rec)
+    return inputs, attrs, name, rec
+
+
+def _typed(value: Any) -> Any:
+    if type(value) is tuple:
+        return tuple(_typed(v) for v in value)
+    return (type(value), value)
+
+
+def _constant(values: tuple) -> bool:
+    """Only plain constants (recursively, in tuples): a memoized call must not keep a mutable
+    or identity-hashed object (a config, an array) that could change between calls."""
+    return all(_constant(v) if type(v) is tuple else type(v) in _CONSTANTS
+               or isinstance(v, np.dtype) for v in values)
+
+
 #: The ND4J front end, checked against the op table when this module is imported.
-ND4J = Frontend("nd4j", NAMES, NAMESPACES, split_call, INPLACE, frozenset(OVERLOADS))
+ND4J = Frontend("nd4j", NAMES, NAMESPACES, split_call, INPLACE, frozenset(OVERLOADS),
+                bind_arguments)

@@ -213,7 +213,7 @@ def _like_infer(name: str, like: int, labels: tuple[str, ...]):
 
 def guard(*arrays) -> None:
     """Eager calls run the impl without inference: refuse what inference refuses (the caller,
-    ``run_eager``, then reports inference's message: ``conv2d requires float inputs...``)."""
+    ``bind``, then reports inference's message: ``conv2d requires float inputs...``)."""
     if any(np.asarray(a).dtype.kind != "f" for a in arrays if a is not None):
         raise TypeError("unsupported input (see the op's inference)")
 

@@ -358,6 +358,15 @@ class OpDef:
             return 1
         return sum(1 for i in self.inputs if not i.endswith("?"))
 
+    @functools.cached_property
+    def fixed_inputs(self) -> int | None:
+        """The number of inputs when it is fixed (every input required, none variadic), else
+        None. A call of such an op takes exactly its first ``fixed_inputs`` positional
+        arguments as inputs, which lets the front ends memoize how the rest binds."""
+        if self.variadic or self.min_inputs != len(self.inputs):
+            return None
+        return len(self.inputs)
+
     @property
     def fusable(self) -> bool:
         """The compiler can fuse this op into elementwise kernels (it has a scalar expression)."""

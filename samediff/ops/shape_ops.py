@@ -160,9 +160,18 @@ def _reshape_infer(types: list[TensorType], a: Any) -> TensorType:
     return _like(types[0], _reshape_shape(types[0].shape, a.shape))
 
 
-define("reshape", ["x"], _reshape_infer,
-       lambda x, *, shape, order: np.reshape(x, _reshape_shape(np.shape(x), shape),
-                                             order=_check_order(order)),
+def _reshape(x, *, shape, order):
+    # numpy refuses the reshapes _reshape_shape refuses (eager errors then report its message,
+    # through inference) -- except sizes below -1, which it reads as -1: checked here. The
+    # rest of the checking is left to numpy (~10 us less per call).
+    if shape and min(shape) < -1:
+        _reshape_shape(np.shape(x), shape)
+    if type(x) is np.ndarray:  # the method: np.reshape's Python wrapper costs ~1 us more
+        return x.reshape(shape, order=_check_order(order))
+    return np.reshape(x, shape, order=_check_order(order))
+
+
+define("reshape", ["x"], _reshape_infer, _reshape,
        attrs={"shape": (Attr.INTS, REQUIRED), "order": (Attr.STR, "c")}, **_VIEW,
        grad=input_rule(_reshape_grad),
        doc="Same elements in a new shape, read and written in 'c' (row-major) or 'f' "
