@@ -203,7 +203,8 @@ def test_shuffled_batches_gathered_into_reused_buffers_are_the_fresh_batches():
     data = (np.arange(70, dtype=np.float32).reshape(35, 2), np.arange(35.0).reshape(35, 1))
     batches = Batches(data, FeedMapping(["x"], ["y"]), 8, True, 3, "fit")
     fresh = list(batches.epoch(2))
-    reused = [{k: (v, v.copy()) for k, v in feeds.items()} for feeds in batches.epoch(2, reuse=True)]
+    reused = [{k: (v, v.copy()) for k, v in feeds.items()}
+              for feeds in batches.epoch(2, reuse=True)]
     assert len(fresh) == len(reused) == 5 and len(fresh[-1]["x"]) == 3
     for want, got in zip(fresh, reused):
         for k in want:

@@ -120,7 +120,8 @@ def reshape_like(node: Any, types: Any) -> tuple | None:
     >>> expand, permute = get_op("expand_dims"), get_op("permute")
     >>> reshape_like(Node("e", expand, expand.make_attrs({"axis": 1}), ("x",), ("y",)), t)
     ((4,), (4, 1))
-    >>> print(reshape_like(Node("p", permute, permute.make_attrs({"dims": (1, 0)}), ("m",), ("m",)), t))
+    >>> transpose = Node("p", permute, permute.make_attrs({"dims": (1, 0)}), ("m",), ("m",))
+    >>> print(reshape_like(transpose, t))
     None
     """
     op = node.op
