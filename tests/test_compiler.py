@@ -289,3 +289,22 @@ def test_generated_driver_equals_the_step_loop_and_frees_after_last_reader():
         for g, w_ in zip(got, want):
             np.testing.assert_array_equal(g, w_)
     assert "del " in plan._drive.source and "values[" not in plan._drive.source
+
+
+def test_driver_runs_reshape_like_view_ops_as_reshape_and_keeps_other_views_as_calls():
+    """A view op that only reshapes its input (expand_dims, squeeze) runs in the generated
+    driver as ``ndarray.reshape``; a transpose is a view that is no reshape and stays a call.
+    Results equal the interpreter's, also for a non-contiguous input (a transpose's view)."""
+    def f(x, w):
+        t = (x @ w).T  # a library view: not C-contiguous
+        return nd.expand_dims(t, 1) * 2.0, nd.squeeze(nd.expand_dims(x.sum(1), 0), 0) + 1.0
+
+    (got, want, plan) = both(f, arr(4, 3), arr(3, 5))
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w_.numpy())
+    plan.execute([np.ones(plan.types[s].shape, np.float32) for s in plan.input_slots])
+    source = plan._drive.source
+    assert source.count(".reshape(O") >= 2, source
+    transposes = [k for k, s in enumerate(plan.steps)
+                  if not isinstance(s, cplan.KernelStep) and s.op.name in ("transpose", "permute")]
+    assert transposes and all(f"reshape(O{k})" not in source for k in transposes), source

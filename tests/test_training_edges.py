@@ -194,3 +194,33 @@ def test_a_kernel_with_several_donated_outputs_writes_each_into_its_own_input():
         got = plan.execute([inputs[k] for k in plan.input_slots])
         for value, want in zip(got, (201.0, 11.0, 0.0)):
             np.testing.assert_array_equal(value, np.full(4, want))
+
+
+def test_shuffled_batches_gathered_into_reused_buffers_are_the_fresh_batches():
+    """``Batches.epoch(reuse=True)`` (fit without evaluations) gives the rows ``v[idx]`` gives,
+    the last short batch too, each in a buffer reused for the next batch of its size."""
+    from samediff.training.data import Batches, FeedMapping
+    data = (np.arange(70, dtype=np.float32).reshape(35, 2), np.arange(35.0).reshape(35, 1))
+    batches = Batches(data, FeedMapping(["x"], ["y"]), 8, True, 3, "fit")
+    fresh = list(batches.epoch(2))
+    reused = [{k: (v, v.copy()) for k, v in feeds.items()}
+              for feeds in batches.epoch(2, reuse=True)]
+    assert len(fresh) == len(reused) == 5 and len(fresh[-1]["x"]) == 3
+    for want, got in zip(fresh, reused):
+        for k in want:
+            np.testing.assert_array_equal(got[k][1], want[k])
+            assert got[k][0].dtype == want[k].dtype and got[k][0].flags.c_contiguous
+    assert reused[0]["x"][0] is reused[1]["x"][0]  # one buffer per size, not one per batch
+
+
+def test_fit_ignores_float_errors_in_steps_and_restores_the_callers_error_state():
+    """fit sets numpy's error state once per epoch when no listener or evaluation runs in the
+    loop; a non-finite step is still reported by fit alone and the caller's state comes back."""
+    sd = model(Sgd(0.1))
+    bad = X.copy()
+    bad[5, 1] = np.inf
+    with np.errstate(all="raise"):
+        history = sd.fit((bad, Y), epochs=2, batch_size=8, verbose=0, on_nonfinite="skip")
+        assert np.geterr()["over"] == "raise" and np.geterr()["invalid"] == "raise"
+    assert history.epochs[0].metrics["skipped"] == 1
+    assert np.isfinite(sd.read_value("w")).all()

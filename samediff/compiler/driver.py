@@ -105,9 +105,61 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     return lines
 
 
+def reshape_like(node: Any, types: Any) -> tuple | None:
+    """``(input shape, output shape)`` when library ``node`` is a view op (``view`` flag) that,
+    for its input's static shape, only reshapes: its result holds the input's elements in the
+    same C order (expand_dims, squeeze, reshape; not a transpose or a slice). Decided once by
+    running the op on a probe of distinct values; None otherwise. Then ``x.reshape(shape)``
+    gives the op's values without the call (a view, or a copy where the op's view could not
+    be a reshape: plans treat every library result as a possible view either way).
+
+    >>> from samediff.ir import Node
+    >>> from samediff.ops import TensorType, get_op
+    >>> f32 = np.dtype("float32")
+    >>> t = {"x": TensorType((4,), f32), "y": TensorType((4, 1), f32), "m": TensorType((2, 2), f32)}
+    >>> expand, permute = get_op("expand_dims"), get_op("permute")
+    >>> reshape_like(Node("e", expand, expand.make_attrs({"axis": 1}), ("x",), ("y",)), t)
+    ((4,), (4, 1))
+    >>> transpose = Node("p", permute, permute.make_attrs({"dims": (1, 0)}), ("m",), ("m",))
+    >>> print(reshape_like(transpose, t))
+    None
+    """
+    op = node.op
+    if not op.view or op.multi_output or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    tin, tout = types[node.inputs[0]], types[node.outputs[0]]
+    if tin.weak or tout.weak or tin.dtype != tout.dtype or min((*tin.shape, *tout.shape, 0)) < 0:
+        return None
+    size = int(np.prod(tin.shape, dtype=np.int64))
+    if size != int(np.prod(tout.shape, dtype=np.int64)) or size > 1 << 20:
+        return None  # (a huge probe is not worth building; the call stays)
+    probe = np.arange(size, dtype=np.int64).reshape(tin.shape)
+    try:
+        got = op.impl(probe, **node.attrs.__dict__)
+    except Exception:  # noqa: BLE001 - the op wants something else: keep the call
+        return None
+    if type(got) is not _ND or got.shape != tuple(tout.shape) \
+            or not np.array_equal(got.reshape(-1), probe.reshape(-1)):
+        return None
+    return tuple(tin.shape), tuple(tout.shape)
+
+
 def _library_lines(k: int, node: Any, name: Callable[[Any], str], env: dict,
                    types: Any) -> list[str]:
-    """Call library node ``k``'s implementation directly (interpreter rules on odd results)."""
+    """Call library node ``k``'s implementation directly (interpreter rules on odd results);
+    a reshape-like view op is a ``reshape`` (``reshape_like``) when its input is as typed."""
+    lines = _call_lines(k, node, name, env, types)
+    shapes = reshape_like(node, types)
+    if shapes is None:
+        return lines
+    env[f"I{k}"], env[f"O{k}"] = shapes
+    x, out = name(node.inputs[0]), name(node.outputs[0])
+    return ([f"if type({x}) is ND and {x}.shape == I{k}:", f"    {out} = {x}.reshape(O{k})",
+             "else:"] + ["    " + line for line in lines])
+
+
+def _call_lines(k: int, node: Any, name: Callable[[Any], str], env: dict,
+                types: Any) -> list[str]:
     env[f"F{k}"], env[f"N{k}"] = node.op.impl, node
     attrs = node.attrs.__dict__
     args = [name(i) for i in node.inputs]

@@ -52,14 +52,23 @@ def matmul_shape(xs: Shape, ys: Shape, transpose_x: bool = False, transpose_y: b
     return _swap_last2(out) if transpose_result else out
 
 
+def _t(a: np.ndarray) -> np.ndarray:
+    """The last two dims swapped (``a.T`` when 2-D: no Python-level call)."""
+    return a.T if a.ndim == 2 else a.swapaxes(-1, -2)
+
+
 @forksafe.guarded  # a BLAS GEMM (ours or numpy's): a fork waits for it
 def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
-    x, y = np.asarray(x), np.asarray(y)
+    # a plan's step: every microsecond of Python here is paid on every matmul of every step
+    if type(x) is not np.ndarray:
+        x = np.asarray(x)
+    if type(y) is not np.ndarray:
+        y = np.asarray(y)
     shapes = x.shape, y.shape
     if transpose_x and x.ndim >= 2:
-        x = np.swapaxes(x, -1, -2)
+        x = _t(x)
     if transpose_y and y.ndim >= 2:
-        y = np.swapaxes(y, -1, -2)
+        y = _t(y)
     try:
         out = M.matmul2d(x, y)
         if out is None:
@@ -70,7 +79,7 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
         except ValueError as exc:
             raise ValueError(f"matmul: {exc}") from None
         raise
-    return np.swapaxes(out, -1, -2) if transpose_result and out.ndim >= 2 else out
+    return _t(out) if transpose_result and out.ndim >= 2 else out
 
 
 def _matmul_route(types: Any, attrs: Any) -> str:

@@ -127,7 +127,10 @@ class Batches:
             return -(-n // self.batch_size)
         return len(self.source)  # may raise TypeError: unknown length
 
-    def epoch(self, epoch: int) -> Iterator[dict[str, np.ndarray]]:
+    def epoch(self, epoch: int, reuse: bool = False) -> Iterator[dict[str, np.ndarray]]:
+        """The epoch's batches. ``reuse=True``: shuffled batches are gathered into buffers
+        reused from batch to batch, so a batch is valid only until the next one is drawn (the
+        caller keeps no batch: ``fit`` without evaluations)."""
         if self.arrays is None:
             for batch in self.source:
                 yield self.mapping.feeds(batch, self.where)
@@ -135,12 +138,32 @@ class Batches:
         n = self.num_examples
         order = (np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle
                  else None)
+        if order is not None and reuse:
+            yield from self._gathered(order)
+            return
         for start in range(0, n, self.batch_size):
             if order is None:
                 yield {k: v[start:start + self.batch_size] for k, v in self.arrays.items()}
             else:
                 idx = order[start:start + self.batch_size]
                 yield {k: v[idx] for k, v in self.arrays.items()}
+
+    def _gathered(self, order: np.ndarray) -> Iterator[dict[str, np.ndarray]]:
+        """Shuffled batches gathered by ``take`` into reused buffers: the same rows as
+        ``v[idx]``, without a fresh allocation per batch (for a batch of 128 MNIST rows, ~400 KB
+        whose pages fault in on every batch). ``mode="clip"`` (the indices are a permutation,
+        always in range) lets ``take`` write ``out`` directly instead of buffering it."""
+        size = self.batch_size
+        buffers: dict[tuple, np.ndarray] = {}
+        for start in range(0, len(order), size):
+            idx = order[start:start + size]
+            feeds = {}
+            for k, v in self.arrays.items():
+                out = buffers.get((k, len(idx)))
+                if out is None:
+                    out = buffers[(k, len(idx))] = np.empty((len(idx),) + v.shape[1:], v.dtype)
+                feeds[k] = v.take(idx, 0, out, "clip")
+            yield feeds
 
 
 def _is_array(x: Any) -> bool:

@@ -221,10 +221,16 @@ class TrainStep:
             names.extend(self.new_state[p][s] for s in self.slots)
         return names
 
-    def run(self, feeds: dict[str, np.ndarray], state: UpdaterState) -> tuple[float, dict]:
+    def run(self, feeds: dict[str, np.ndarray], state: UpdaterState, *,
+            outer_errstate: dict | None = None) -> tuple[float, dict]:
         """One step on a batch: updates parameters and ``state`` in place; returns the loss and
         the extra outputs asked for at construction. When the loss or a gradient is not finite
-        nothing changes (parameters, state, ``state.iteration``) and ``last_applied`` is False."""
+        nothing changes (parameters, state, ``state.iteration``) and ``last_applied`` is False.
+
+        The plan runs with numpy's floating-point errors ignored. ``outer_errstate``: the
+        caller has already set that for many steps (``fit`` does, per epoch: entering it costs
+        ~3 us) and this is the error state outside it, used for converting feeds and building
+        plans (whose warnings the user should see)."""
         model = self.model
         fixed = self._fixed_inputs(state)
         values = dict(fixed[0])
@@ -253,7 +259,11 @@ class TrainStep:
                                     f"from each batch; map it with TrainingConfig("
                                     f"feature_mapping=/label_mapping=) or pass dict batches "
                                     f"keyed by placeholder name (got {sorted(feeds)})")
-            arr = check_feed(info, feeds[name])
+            if outer_errstate is None:
+                arr = check_feed(info, feeds[name])
+            else:
+                with np.errstate(**outer_errstate):
+                    arr = check_feed(info, feeds[name])
             values[name] = arr
             shapes.append((arr.shape, arr.dtype))
             if type(arr) is np.ndarray and len(self._accepted) < 64:
@@ -269,10 +279,17 @@ class TrainStep:
             types = dict(fixed[1])
             types.update({n: TensorType(*t) for (n, _), t in zip(self._placeholders, shapes)})
             types.update({v.name: _WEAK_FLOAT for v in self.hyper_vars.values()})
-            plan = self._plans[key] = self._make_plan(types)
+            if outer_errstate is None:
+                plan = self._plans[key] = self._make_plan(types)
+            else:
+                with np.errstate(**outer_errstate):
+                    plan = self._plans[key] = self._make_plan(types)
         # a non-finite step is reported by fit; numpy's warnings about it (interpreter, library
         # calls) would only repeat that, and compiled kernels never warn
-        with np.errstate(all="ignore"):
+        if outer_errstate is None:
+            with np.errstate(all="ignore"):
+                results, self.last_applied = plan.execute(values)
+        else:
             results, self.last_applied = plan.execute(values)
         if self.last_applied:
             fed = fixed[0]

@@ -166,32 +166,37 @@ class Trainer:
         total, count, iterations, penalty, skipped = 0.0, 0, 0, 0.0, 0
         progress = _progress(batches, title, self.verbose)
         skip = state.batch  # resumed from a mid-epoch checkpoint: those batches are done
-        for feeds in batches.epoch(epoch):
-            if skip:
-                skip -= 1
-                continue
-            loss, extra = step.run(feeds, state)
-            if not step.last_applied:  # nothing changed; raise or leave the batch out
-                self._nonfinite(loss, epoch, state)
-                state.batch += 1  # done with (a resumed epoch must not see it again)
-                skipped += 1
+        # evaluations read a batch's labels; nothing else keeps a batch past its step, so its
+        # gather buffers can be reused. Without listeners or evaluations no user code runs in
+        # the loop: numpy's error state is set once for the epoch (what step.run sets per step)
+        quiet = not self.listeners and not evs
+        with _quiet(quiet) as outer:
+            for feeds in batches.epoch(epoch, reuse=not evs):
+                if skip:
+                    skip -= 1
+                    continue
+                loss, extra = step.run(feeds, state, outer_errstate=outer)
+                if not step.last_applied:  # nothing changed; raise or leave the batch out
+                    self._nonfinite(loss, epoch, state)
+                    state.batch += 1  # done with (a resumed epoch must not see it again)
+                    skipped += 1
+                    progress.update(loss)
+                    continue
+                self.steps_applied += 1
+                state.batch += 1
+                n = _batch_size(feeds)
+                total, count, iterations = total + loss * n, count + n, iterations + 1
+                if step.last_penalty is not None:
+                    penalty += step.last_penalty * n
+                for name, group in evs.items():
+                    for ev in group:
+                        ev.eval(feeds[label], extra[name])
+                self.history.iteration_losses.append(loss)
                 progress.update(loss)
-                continue
-            self.steps_applied += 1
-            state.batch += 1
-            n = _batch_size(feeds)
-            total, count, iterations = total + loss * n, count + n, iterations + 1
-            if step.last_penalty is not None:
-                penalty += step.last_penalty * n
-            for name, group in evs.items():
-                for ev in group:
-                    ev.eval(feeds[label], extra[name])
-            self.history.iteration_losses.append(loss)
-            progress.update(loss)
-            for ls in self.listeners:
-                ls.on_iteration_end(self, state.iteration - 1, loss)
-            if self.stop:
-                break
+                for ls in self.listeners:
+                    ls.on_iteration_end(self, state.iteration - 1, loss)
+                if self.stop:
+                    break
         progress.close()
         counted = {"skipped": skipped} if self.on_nonfinite == "skip" else {}
         if self.stop and state.batch:  # stopped mid-epoch: the epoch is not over
@@ -275,6 +280,27 @@ def evaluate_loss(model: TrainableModel, batches: Batches, evs: dict,
                 ev.eval(feeds[label], np.asarray(outs[name]))
     metrics = {k: v for group in evs.values() for ev in group for k, v in ev.metrics().items()}
     return (total / count if count else float("nan")), metrics
+
+
+class _quiet:
+    """``with _quiet(on) as outer``: when ``on``, numpy's floating-point errors are ignored
+    inside (as ``TrainStep.run`` does around each step) and ``outer`` is the error state
+    outside, which the step restores around what is not its plan (converting a feed); else
+    ``outer`` is None and nothing changes."""
+
+    def __init__(self, on: bool) -> None:
+        self.state = np.errstate(all="ignore") if on else None
+
+    def __enter__(self) -> dict | None:
+        if self.state is None:
+            return None
+        outer = np.geterr()
+        self.state.__enter__()
+        return outer
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.state is not None:
+            self.state.__exit__(*exc)
 
 
 def _batch_size(feeds: dict) -> int:
