@@ -17,6 +17,12 @@ NumPy, Numba, the private BLAS wheel, nd4py, ``FORMAT``): another machine or ins
 reads them, and a run is reproducible once its classes are tuned (routes are not bit for bit
 alike: different BLAS kernels sum in different orders). Delete the directory to tune again.
 
+A decision measured on a busy machine is kept in memory only, never written: the 1-minute load
+average above the core count (``_load``), or one route's rounds spread over more than
+``SPREAD`` times its fastest (another process took the core mid-measurement). A busy moment
+must not tune a machine forever: such a class is measured again by the next process. Its
+reason says "(busy: not saved)".
+
 Forcing: ``force(op, route)`` (a block, this process) or the chooser's environment variable
 (``ND4PY_BLAS=numpy|private`` for matmul) decides without measuring, and says so.
 
@@ -40,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["Chooser", "Decision", "force", "size_class", "versions", "describe_all"]
+__all__ = ["Chooser", "Decision", "busy", "force", "size_class", "versions", "describe_all"]
 
 #: bump when the shape classes or the measurement change: older decisions are ignored
 FORMAT = 1
@@ -53,7 +59,32 @@ ROUNDS = 5
 #: another route must be faster than the reference by this fraction to be chosen
 MARGIN = 0.05
 
+#: a route whose slowest timed round took more than this many times its fastest was measured
+#: while something else ran: the decision is not saved (a quiet machine's rounds of one
+#: product agree within tens of percent; a busy one's differ by 10-100x)
+SPREAD = 3.0
+
 _clock = time.perf_counter  # (tests inject a fake clock: no test times real work)
+
+
+def _load() -> float:
+    """The 1-minute load average (0.0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def busy(times: dict[str, list[float]]) -> str:
+    """Why a measurement's ``times`` (route -> its rounds) should not be saved, or ``""``."""
+    cores = os.cpu_count() or 1
+    load = _load()
+    if load > cores:
+        return f"load {load:.1f} > {cores} cores"
+    for route, t in times.items():
+        if t and min(t) > 0 and max(t) > SPREAD * min(t):
+            return f"{route}'s rounds spread {max(t) / min(t):.0f}x"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -234,9 +265,11 @@ class Chooser:
             best = ref
         others = " vs ".join(f"{r} {med[r] * 1e3:.3g} ms" for r in names if r != best)
         where = f"at {shape} {cls.split()[0]}" if shape else f"at {cls}"
-        decision = Decision(best, f"measured {med[best] * 1e3:.3g} ms vs {others} {where}")
+        noisy = busy(times)
+        why = f"measured {med[best] * 1e3:.3g} ms vs {others} {where}"
+        decision = Decision(best, f"{why} (busy: {noisy}; not saved)" if noisy else why)
         self._memory[cls] = decision
-        if self.persist:
+        if self.persist and not noisy:
             _write(self.op, cls, decision)
         return decision, results[best]
 
