@@ -48,8 +48,9 @@ from typing import Any, Callable, Iterator
 
 __all__ = ["Chooser", "Decision", "busy", "force", "size_class", "versions", "describe_all"]
 
-#: bump when the shape classes or the measurement change: older decisions are ignored
-FORMAT = 1
+#: bump when the shape classes or the measurement change: older decisions are ignored (2:
+#: decisions of format 1 were saved whatever the load, some measured at a busy moment)
+FORMAT = 2
 #: time a class's measurement should take (its untimed first runs included): rounds stop once
 #: it is spent after three, or after one round that alone took three times as much (a big
 #: product: its class is measured once per machine)
