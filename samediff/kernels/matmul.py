@@ -23,6 +23,12 @@ against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matm
   cached in memory and on disk;
   ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
   the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
+* under load: a 2-D class measured while the machine was busy (``routes.busy``: load above the
+  core count, or rounds far apart) is decided for this process only, never saved -- a busy
+  moment once chose numpy's route at 11 ms against the private one's 175 ms for W9's
+  1024x256x256 and kept it. Numpy stays a candidate for 2-D products: the measurement already
+  compares it with the private route split over both cores, and W9's step ran the same with
+  its measured routes as with every product forced private (0.99x, 30 paired steps);
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
   ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
   ``_part`` compiles on the compile thread.
