@@ -290,6 +290,8 @@ def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
 
     >>> describe_route((2, 3), (3, 4), np.float32)
     'numpy: below MIN_MNK (2^18 multiply-adds)'
+    >>> describe_route((8, 4, 2, 3), (8, 4, 3, 4), np.float32)
+    'numpy: below MIN_MNK (2^18 multiply-adds per product)'
     """
     if min(len(x_shape), len(y_shape)) < 2 or np.dtype(dtype) not in _REALS:
         return ""
@@ -303,6 +305,11 @@ def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
     forced = CHOOSER.forced()
     if forced is None and not blas.available():
         return f"numpy: no private BLAS ({blas.why_not()})"
+    if stack and len(y_shape) == 2 and min(x_shape) >= 0:
+        # a stack times a matrix: one 2-D product of the merged rows (when they merge)
+        m = int(np.prod(x_shape[:-1]))
+        why = describe_route((m, k), (k, n), dtype)
+        return f"{why.split(':')[0]}: rows merged into {m}x{k}x{n}:{why.split(':', 1)[1]}"
     if stack:
         if forced is not None and forced.route == "numpy":
             return f"numpy: {forced.why}"
