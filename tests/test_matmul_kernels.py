@@ -102,6 +102,8 @@ def _batched_cases(dtype):
     yield "matrix @ stack", r(9, 7), r(2, 7, 6)
     yield "stack @ matrix (rows merge)", r(2, 3, 9, 7), r(7, 6)
     yield "transposed stack @ matrix", np.swapaxes(r(2, 7, 9), -1, -2), r(7, 6)
+    yield "every other row @ matrix (rows merge)", r(2, 18, 7)[:, ::2], r(7, 6)
+    yield "row slices @ matrix (no merge)", r(2, 10, 7)[:, :9], r(7, 6)
     yield "stack @ transposed stack", r(4, 9, 7), np.swapaxes(r(4, 6, 7), -1, -2)
     yield "every other slice", r(8, 9, 7)[::2], r(4, 7, 6)
     yield "every other column", r(3, 9, 14)[..., ::2], r(3, 7, 6)

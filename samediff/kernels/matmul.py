@@ -27,8 +27,11 @@ against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matm
   core count, or rounds far apart) is decided for this process only, never saved -- a busy
   moment once chose numpy's route at 11 ms against the private one's 175 ms for W9's
   1024x256x256 and kept it. Numpy stays a candidate for 2-D products: the measurement already
-  compares it with the private route split over both cores, and W9's step ran the same with
-  its measured routes as with every product forced private (0.99x, 30 paired steps);
+  compares it with the private route split over both cores (numpy's call followed by a split
+  one costs their sum on a quiet machine: no after-effect to measure there), and W9's step ran
+  the same with its measured routes as with every product forced private on a quiet machine
+  (0.99x, 30 paired steps) -- though ``ND4PY_BLAS=private`` ran it at 0.77x with a core
+  busy, where the measured routes had chosen numpy's;
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
   ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
   ``_part`` compiles on the compile thread.
@@ -218,6 +221,12 @@ def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
     return stack, np.broadcast_to(index, batch).ravel()
 
 
+def _rows_merge(x: np.ndarray) -> bool:
+    """Do the rows of all of ``x``'s matrices form one matrix (a view, no copy)?"""
+    dims = [(n, s) for n, s in zip(x.shape[:-1], x.strides[:-1]) if n != 1]
+    return all(s0 == s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:]))
+
+
 def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` for float32/float64 stacks of matrices of one dtype (``a`` or ``b`` of rank
     >= 3, the other of rank >= 2; batch dims broadcast as numpy's ``matmul``; any strides) on
@@ -258,11 +267,9 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     count = int(np.prod(batch))
     if count == 0:
         return np.empty(batch + (m, n), a.dtype)
-    if b.ndim == 2:
-        rows = a.reshape(-1, k)  # a stack of matrices times one: a single GEMM if a's rows
-        if np.may_share_memory(rows, a):  # merge without a copy (a view)
-            out2 = matmul2d(rows, b)
-            return None if out2 is None else out2.reshape(batch + (m, n))
+    if b.ndim == 2 and _rows_merge(a):  # a stack times one matrix: one GEMM of all rows
+        out2 = matmul2d(a.reshape(-1, k), b)
+        return None if out2 is None else out2.reshape(batch + (m, n))
     (sa, ia), (sb, ib) = _stack(a, batch), _stack(b, batch)
     if not compiling.ready(("batched", a.dtype, _layout(sa), _layout(sb)), _warm_batched):
         return None  # numpy meanwhile: _slices compiles on the compile thread
