@@ -133,6 +133,30 @@ def test_a_decision_measured_on_a_busy_machine_is_not_saved(clock, cache, monkey
     assert again.decided("spread") is None and again.decided("load") is None
 
 
+def test_a_route_that_leaves_threads_spinning_is_timed_after_the_others(clock):
+    """numpy's OpenBLAS threads spin after its call and slow the private split's next call
+    (fake: 2 ms right after numpy, 0.9 ms otherwise). Alternating rounds would time that
+    slowdown as the private route's own and choose numpy; timed first, it wins."""
+    last = []
+
+    def numpy():
+        clock.t += 1e-3
+        last.append("numpy")
+
+    def private():
+        clock.t += 2e-3 if last and last[-1] == "numpy" else 0.9e-3
+        last.append("private")
+    runs = {"numpy": numpy, "private": private}
+    naive = routes.Chooser("t_spin0", ("numpy", "private"), persist=False, prefer="private")
+    assert naive.measure("c", runs)[0].route == "numpy"
+    blocked = routes.Chooser("t_spin1", ("numpy", "private"), persist=False, prefer="private",
+                             spins=("numpy",))
+    last.clear()
+    d, _ = blocked.measure("c", runs)
+    assert d.route == "private" and d.why.startswith("measured 0.9 ms vs numpy 1 ms")
+    assert last.index("numpy") > max(i for i, r in enumerate(last) if r == "private")
+
+
 def test_forcing_decides_without_measuring(monkeypatch):
     c = routes.Chooser("t_force", ("numpy", "private"), env="T_FORCE_ROUTE", persist=False)
     assert c.forced() is None

@@ -109,7 +109,8 @@ def _warm(key: tuple) -> None:
 #: private BLAS: numpy's OpenBLAS wakes a thread pool of its own, which spins after each call
 #: and takes the helper's core from the next split kernel -- a cost the product's own timing
 #: does not see -- so numpy's route is taken where it is clearly faster
-CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private")
+CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private",
+                         spins=("numpy",))
 
 
 def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list) -> np.ndarray:
