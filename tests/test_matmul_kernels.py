@@ -113,6 +113,9 @@ def _batched_cases(dtype):
     yield "empty broadcast batch", r(0, 1, 9, 7), r(3, 7, 6)
 
 
+DOUBLE_CASES = ("broadcast batch dims", "stack @ transposed stack", "empty batch")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
     monkeypatch.setattr(M, "MIN_MNK", 1)
@@ -122,13 +125,16 @@ def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
     monkeypatch.setattr(M, "_slices", lambda *args: (calls.append(args[6] - args[5]),
                                                      real(*args))[1])
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for name, a, b in _batched_cases(dtype):
+    cases = list(_batched_cases(dtype))
+    if dtype == np.float64:  # the layouts are float32's: float64 checks the dtype (compiles
+        cases = [c for c in cases if c[0] in DOUBLE_CASES]  # cost ~0.5 s per layout pair)
+    for name, a, b in cases:
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
         got = M.batched(a, b)
         assert got is not None and got.dtype == dtype and got.shape == want.shape, name
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(np.abs(want).max(
             initial=0), 1), err_msg=name)
-    assert len(calls) >= 14 and sum(calls) > 0  # the stacks ran on the private BLAS
+    assert len(calls) >= len(cases) - 3 and sum(calls) > 0  # they ran on the private BLAS
 
 
 def test_batched_results_are_bit_identical_with_or_without_the_helper(monkeypatch):
