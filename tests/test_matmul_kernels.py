@@ -90,3 +90,93 @@ def test_strides_in_bytes_that_are_no_whole_element_are_copied(monkeypatch):
     np.testing.assert_allclose(M.matmul2d(a, b), np.ascontiguousarray(a) @ b, rtol=1e-12)
     np.testing.assert_allclose(nd.matmul(nd.create(a), nd.create(b)).numpy(),
                                np.ascontiguousarray(a) @ b, rtol=1e-12)
+
+
+# --- batched products (stacks of matrices: ``M.batched``) ------------------------------------
+
+def _batched_cases(dtype):
+    """(name, a, b): broadcast batch dims, transposed and strided views, a broadcast operand,
+    a matrix against a stack, an empty batch."""
+    r = lambda *shape: RNG.standard_normal(shape).astype(dtype)  # noqa: E731
+    yield "broadcast batch dims", r(3, 1, 9, 7), r(4, 7, 6)
+    yield "matrix @ stack", r(9, 7), r(2, 7, 6)
+    yield "stack @ matrix (rows merge)", r(2, 3, 9, 7), r(7, 6)
+    yield "transposed stack @ matrix", np.swapaxes(r(2, 7, 9), -1, -2), r(7, 6)
+    yield "every other row @ matrix (rows merge)", r(2, 18, 7)[:, ::2], r(7, 6)
+    yield "row slices @ matrix (no merge)", r(2, 10, 7)[:, :9], r(7, 6)
+    yield "stack @ transposed stack", r(4, 9, 7), np.swapaxes(r(4, 6, 7), -1, -2)
+    yield "every other slice", r(8, 9, 7)[::2], r(4, 7, 6)
+    yield "every other column", r(3, 9, 14)[..., ::2], r(3, 7, 6)
+    yield "reversed batch", r(3, 9, 7)[::-1], r(3, 7, 6)
+    yield "broadcast operand", np.broadcast_to(r(9, 7), (5, 9, 7)), r(5, 7, 6)
+    yield "empty batch", r(0, 9, 7), r(7, 6)
+    yield "empty broadcast batch", r(0, 1, 9, 7), r(3, 7, 6)
+
+
+DOUBLE_CASES = ("broadcast batch dims", "stack @ transposed stack", "empty batch")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
+    monkeypatch.setattr(M, "MIN_MNK", 1)
+    monkeypatch.setattr(M, "SPLIT_MIN_MNK", 1)
+    calls = []
+    real = M._slices
+    monkeypatch.setattr(M, "_slices", lambda *args: (calls.append(args[6] - args[5]),
+                                                     real(*args))[1])
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    cases = list(_batched_cases(dtype))
+    if dtype == np.float64:  # the layouts are float32's: float64 checks the dtype (compiles
+        cases = [c for c in cases if c[0] in DOUBLE_CASES]  # cost ~0.5 s per layout pair)
+    for name, a, b in cases:
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        got = M.batched(a, b)
+        assert got is not None and got.dtype == dtype and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(np.abs(want).max(
+            initial=0), 1), err_msg=name)
+    assert len(calls) >= len(cases) - 3 and sum(calls) > 0  # they ran on the private BLAS
+
+
+def test_batched_results_are_bit_identical_with_or_without_the_helper(monkeypatch):
+    monkeypatch.setattr(M, "MIN_MNK", 1)
+    monkeypatch.setattr(M, "SPLIT_MIN_MNK", 1)
+    from samediff.kernels import workers
+    a = RNG.standard_normal((5, 2, 33, 47)).astype(np.float32)
+    b = np.swapaxes(RNG.standard_normal((2, 29, 47)).astype(np.float32), -1, -2)
+    split = M.batched(a, b)
+    monkeypatch.setattr(workers, "_ENABLED", False)
+    alone = M.batched(a, b)
+    assert split.tobytes() == alone.tobytes()
+
+
+@pytest.mark.parametrize("a, b", [
+    (np.ones((2, 4, 4)), np.ones((2, 4, 4))),                                # small: numpy
+    (np.ones((2, 100, 100), np.float32), np.ones((2, 100, 100))),            # mixed dtypes
+    (np.ones((2, 100, 100), np.int64), np.ones((2, 100, 100), np.int64)),    # integers
+    (np.ones((2, 100, 100), np.complex64), np.ones((2, 100, 100), np.complex64)),
+    (np.ones((2, 100, 100)), np.ones(100)),                                  # 1-D
+    (np.ones((2, 100, 100)), np.ones((3, 100, 100))),                        # no broadcast
+])
+def test_other_stacks_are_left_to_numpy(a, b):
+    assert M.batched(a, b) is None
+
+
+def test_the_matmul_op_and_its_gradients_run_batched(monkeypatch):
+    """Attention's shapes, scaled down: the forward product and both gradient products (the
+    transposes folded into views) run as stacks, and match numpy's."""
+    monkeypatch.setattr(M, "MIN_MNK", 1)
+    calls = []
+    real = M._slices
+    monkeypatch.setattr(M, "_slices", lambda *args: (calls.append(args[0].shape),
+                                                     real(*args))[1])
+    q = RNG.standard_normal((2, 3, 16, 8))
+    k = RNG.standard_normal((2, 3, 16, 8))
+    got = nd.matmul(nd.create(q), nd.create(k), transpose_y=True).numpy()
+    np.testing.assert_allclose(got, q @ np.swapaxes(k, -1, -2), rtol=1e-12)
+    assert calls
+    calls.clear()
+    gq = nd.grad(lambda q, k: nd.matmul(q, k, transpose_y=True).sum())(nd.create(q),
+                                                                        nd.create(k))
+    np.testing.assert_allclose(np.asarray(gq), np.broadcast_to(k.sum(-2, keepdims=True),
+                                                               q.shape), rtol=1e-12)
+    assert calls  # the gradient products went through the stacks too

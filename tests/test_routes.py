@@ -38,6 +38,7 @@ class FakeClock:
 def clock(monkeypatch):
     fake = FakeClock()
     monkeypatch.setattr(routes, "_clock", fake)
+    monkeypatch.setattr(routes, "_load", lambda: 0.0)  # a quiet machine, whatever runs beside
     return fake
 
 
@@ -99,6 +100,61 @@ def test_decisions_reload_from_disk_and_a_stale_file_is_ignored(clock, cache, mo
     # another machine or install reads another file
     monkeypatch.setattr(routes, "_VERSIONS", "r1-another-cpu")
     assert routes._path() != path
+
+
+def test_a_decision_measured_on_a_busy_machine_is_not_saved(clock, cache, monkeypatch):
+    """High load, or one route's rounds far apart (a process took the core meanwhile): the
+    decision serves this process and is measured again by the next one."""
+    def uneven(name, costs):
+        costs = iter(costs)
+
+        def run():
+            clock.t += next(costs)
+            return name
+        return run
+    c = routes.Chooser("t_busy", ("numpy", "private"))
+    quiet = [1e-3] * 6
+    spiky = [1e-3, 1e-3, 5e-3, 1e-3, 1e-3, 1e-3]  # untimed first run, then a 5x round
+    d, _ = c.measure("spread", {"numpy": uneven("numpy", spiky),
+                                "private": uneven("private", [5e-4] * 6)})
+    assert d.route == "private" and c.decided("spread") is d  # kept in memory, used
+    assert "busy: numpy's rounds spread 5x; not saved" in d.why
+    assert not routes._path().exists()  # nothing written
+    monkeypatch.setattr(routes, "_load", lambda: 2.0 * (routes.os.cpu_count() or 1))
+    d, _ = c.measure("load", {"numpy": uneven("numpy", quiet),
+                              "private": uneven("private", [5e-4] * 6)})
+    assert "busy: load" in d.why and not routes._path().exists()
+    monkeypatch.setattr(routes, "_load", lambda: 0.0)
+    d, _ = c.measure("quiet", {"numpy": uneven("numpy", quiet),
+                               "private": uneven("private", [5e-4] * 6)})
+    assert "busy" not in d.why
+    again = routes.Chooser("t_busy", ("numpy", "private"))  # the next process
+    assert again.decided("quiet").route == "private"
+    assert again.decided("spread") is None and again.decided("load") is None
+
+
+def test_a_route_that_leaves_threads_spinning_is_timed_after_the_others(clock):
+    """numpy's OpenBLAS threads spin after its call and slow the private split's next call
+    (fake: 2 ms right after numpy, 0.9 ms otherwise). Alternating rounds would time that
+    slowdown as the private route's own and choose numpy; timed first, it wins."""
+    last = []
+
+    def numpy():
+        clock.t += 1e-3
+        last.append("numpy")
+
+    def private():
+        clock.t += 2e-3 if last and last[-1] == "numpy" else 0.9e-3
+        last.append("private")
+    runs = {"numpy": numpy, "private": private}
+    naive = routes.Chooser("t_spin0", ("numpy", "private"), persist=False, prefer="private")
+    assert naive.measure("c", runs)[0].route == "numpy"
+    blocked = routes.Chooser("t_spin1", ("numpy", "private"), persist=False, prefer="private",
+                             spins=("numpy",))
+    last.clear()
+    d, _ = blocked.measure("c", runs)
+    assert d.route == "private" and d.why.startswith("measured 0.9 ms vs numpy 1 ms")
+    assert last.index("numpy") > max(i for i, r in enumerate(last) if r == "private")
 
 
 def test_forcing_decides_without_measuring(monkeypatch):

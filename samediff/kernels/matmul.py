@@ -1,4 +1,4 @@
-"""2-D float matmuls: numpy's ``matmul`` or the private single-threaded BLAS
+"""Float matmuls: numpy's ``matmul`` or the private single-threaded BLAS
 (``samediff.kernels.blas``), split by rows or columns over the helper thread
 (``samediff.kernels.workers``) -- whichever a short measurement found faster for the shape class
 on this machine (``samediff.kernels.routes``).
@@ -11,8 +11,11 @@ another day the same W3 product, (128, 784) x (784, 256), took 2.0-2.5 ms on the
 against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matmul2d``):
 
 * below ``MIN_MNK`` multiply-adds numpy's ``matmul`` runs the product (OpenBLAS stays on one
-  thread there itself, and its call costs less than ours); batched, 1-D, integer, complex and
+  thread there itself, and its call costs less than ours); 1-D, integer, complex and
   mixed-dtype products always do;
+* batched float products (stacks of matrices, as attention's) from ``MIN_MNK`` multiply-adds
+  per product always run on the private BLAS (``batched``: one GEMM per product, the batch
+  split over the helper), unmeasured: numpy would wake its BLAS threads once per product;
 * from ``MIN_MNK`` on, the shape class (dtype, power-of-two buckets of m, n, k, split or not)
   is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms; the
   private route unless numpy's is clearly faster, ``CHOOSER`` says why; the private route
@@ -20,6 +23,15 @@ against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matm
   cached in memory and on disk;
   ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
   the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
+* under load: a 2-D class measured while the machine was busy (``routes.busy``: load above the
+  core count, or rounds far apart) is decided for this process only, never saved -- a busy
+  moment once chose numpy's route at 11 ms against the private one's 175 ms for W9's
+  1024x256x256 and kept it. Numpy stays a candidate for 2-D products: the measurement already
+  compares it with the private route split over both cores (numpy's call followed by a split
+  one costs their sum on a quiet machine: no after-effect to measure there), and W9's step ran
+  the same with its measured routes as with every product forced private on a quiet machine
+  (0.99x, 30 paired steps) -- though ``ND4PY_BLAS=private`` ran it at 0.77x with a core
+  busy, where the measured routes had chosen numpy's;
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
   ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
   ``_part`` compiles on the compile thread.
@@ -66,8 +78,9 @@ def _blas_operand(x: np.ndarray) -> np.ndarray:
     """``x`` if one axis has unit stride and the other steps over whole rows, in whole
     elements (a row-major matrix, a slice of one, or a transposed view), else a C-contiguous
     copy (negative, broadcast, byte-offset -- a field of a structured array -- or otherwise
-    strided)."""
-    size, (s0, s1), (r, c) = x.itemsize, x.strides, x.shape
+    strided). Of a stack (``x.ndim > 2``) the last two axes are checked: a slice is a GEMM
+    operand, the stack's own strides only pick slices."""
+    size, (s0, s1), (r, c) = x.itemsize, x.strides[-2:], x.shape[-2:]
     whole = x.flags.aligned and s0 % size == 0 and s1 % size == 0  # BLAS counts elements
     if whole and ((s1 == size and s0 >= c * size) or (s0 == size and s1 >= r * size)):
         return x
@@ -96,7 +109,8 @@ def _warm(key: tuple) -> None:
 #: private BLAS: numpy's OpenBLAS wakes a thread pool of its own, which spins after each call
 #: and takes the helper's core from the next split kernel -- a cost the product's own timing
 #: does not see -- so numpy's route is taken where it is clearly faster
-CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private")
+CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private",
+                         spins=("numpy",))
 
 
 def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list) -> np.ndarray:
@@ -174,28 +188,140 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     return decision.route
 
 
+@numba.njit(nogil=True, cache=True)
+def _slices(a, b, ia, ib, out, lo, hi, go):
+    """``out[i] = a[ia[i]] @ b[ib[i]]`` for the slices ``i`` in ``[lo, hi)`` (``go``: as
+    ``_part``'s): one GEMM each, so a slice's bits do not depend on which half ran it."""
+    spin.announce(go)
+    for i in range(lo, hi):
+        blas.gemm(a[ia[i]], b[ib[i]], out[i], 0.0)
+
+
+def _warm_batched(key: tuple) -> None:
+    """Compile (or load) ``_slices`` for the dtype and stack layouts of ``key``."""
+    _, dtype, layout_a, layout_b = key
+
+    def operand(layout: str) -> np.ndarray:
+        part = np.ones((1, 2, 4), dtype)[:, :, :2]  # neither C- nor F-contiguous
+        return (part if layout == "A" else np.asfortranarray(part.copy()) if layout == "F"
+                else part.copy())
+    if blas.available():
+        one = np.zeros(1, np.int64)
+        _slices(operand(layout_a), operand(layout_b), one, one, np.empty((1, 2, 2), dtype),
+                0, 1, workers.NO_GO)
+
+
+def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(``x`` as a stack of GEMM operands ``[s, r, c]``, the slice of it each of the
+    ``batch``'s products reads): broadcast batch dims index one slice many times, not copies
+    of it. The stack is a view where the batch dims merge (a batch of matrices, of transposed
+    views of them), else a copy."""
+    lead = x.shape[:-2]
+    stack = _blas_operand(x.reshape((-1,) + x.shape[-2:]))
+    index = np.arange(stack.shape[0], dtype=np.int64).reshape(lead)
+    return stack, np.broadcast_to(index, batch).ravel()
+
+
+def _rows_merge(x: np.ndarray) -> bool:
+    """Do the rows of all of ``x``'s matrices form one matrix (a view, no copy)?"""
+    dims = [(n, s) for n, s in zip(x.shape[:-1], x.strides[:-1]) if n != 1]
+    return all(s0 == s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:]))
+
+
+def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for float32/float64 stacks of matrices of one dtype (``a`` or ``b`` of rank
+    >= 3, the other of rank >= 2; batch dims broadcast as numpy's ``matmul``; any strides) on
+    the private BLAS: one GEMM per product of the batch, the batch split in two halves over
+    the helper from ``SPLIT_MIN_MNK`` multiply-adds in all (bit for bit the same results with
+    or without the helper). None -- numpy's route -- below ``MIN_MNK`` multiply-adds per
+    product, where numpy's OpenBLAS runs each GEMM on one thread (it is the same test, per
+    call: ``m * n * k`` against 4 * 65536, GEMM_MULTITHREAD_THRESHOLD), for other dtypes and
+    ranks, when ``ND4PY_BLAS=numpy`` forces numpy's route, while ``_slices`` compiles, or when
+    there is no private BLAS.
+
+    Not measured against numpy (no ``CHOOSER``): numpy's batched ``matmul`` calls one GEMM per
+    product, and from ``MIN_MNK`` each call wakes OpenBLAS's threads, which spin after it and
+    take the helper's core -- the design rule (module docstring of ``workers``) is that nd4py
+    never wakes them for work of its own. A product's own timing cannot see that cost: it is
+    paid by the next split kernel (issue 23 measured W9's step at 1-5 s under load against
+    0.16 s with numpy's BLAS on one thread).
+
+    >>> a = np.ones((4, 128, 64)); b = np.ones((64, 64))
+    >>> out = batched(a, b)
+    >>> out is None or bool((out == 64).all())
+    True
+    """
+    if min(a.ndim, b.ndim) < 2 or max(a.ndim, b.ndim) < 3:
+        return None
+    if a.dtype != b.dtype or a.dtype not in _REALS:
+        return None
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if k2 != k or m * n * k < MIN_MNK:
+        return None
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None  # numpy raises its error
+    forced = CHOOSER.forced()
+    if (forced is not None and forced.route == "numpy") or not blas.available():
+        return None
+    count = int(np.prod(batch))
+    if count == 0:
+        return np.empty(batch + (m, n), a.dtype)
+    if b.ndim == 2 and _rows_merge(a):  # a stack times one matrix: one GEMM of all rows
+        out2 = matmul2d(a.reshape(-1, k), b)
+        return None if out2 is None else out2.reshape(batch + (m, n))
+    (sa, ia), (sb, ib) = _stack(a, batch), _stack(b, batch)
+    if not compiling.ready(("batched", a.dtype, _layout(sa), _layout(sb)), _warm_batched):
+        return None  # numpy meanwhile: _slices compiles on the compile thread
+    out = np.empty((count, m, n), a.dtype)
+    parts = workers.halves(count, count * m * n * k, SPLIT_MIN_MNK)
+    split.on_halves(parts, lambda p, go: _slices(sa, sb, ia, ib, out, p.start, p.stop, go))
+    return out.reshape(batch + (m, n))
+
+
+def routed(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` on the private BLAS when its route takes it (``matmul2d``, ``batched``),
+    else None: numpy's ``matmul`` should compute it."""
+    return matmul2d(a, b) if a.ndim == 2 and b.ndim == 2 else batched(a, b)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` (numpy ``matmul`` semantics) on the route ``matmul2d`` picks, else numpy's."""
-    out = matmul2d(a, b)
+    """``a @ b`` (numpy ``matmul`` semantics) on the route ``routed`` picks, else numpy's."""
+    out = routed(a, b)
     return np.matmul(a, b) if out is None else out
 
 
 def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
-    """Which route a 2-D product of these static shapes takes, and why (``explain()``), or
-    ``""`` when it is not a 2-D float product with known sizes.
+    """Which route a product of these static shapes takes, and why (``explain()``), or ``""``
+    when it is not a float product of matrices (or stacks of them) with known sizes.
 
     >>> describe_route((2, 3), (3, 4), np.float32)
     'numpy: below MIN_MNK (2^18 multiply-adds)'
+    >>> describe_route((8, 4, 2, 3), (8, 4, 3, 4), np.float32)
+    'numpy: below MIN_MNK (2^18 multiply-adds per product)'
     """
-    if len(x_shape) != 2 or len(y_shape) != 2 or np.dtype(dtype) not in _REALS:
+    if min(len(x_shape), len(y_shape)) < 2 or np.dtype(dtype) not in _REALS:
         return ""
-    (m, k), n = x_shape, y_shape[1]
+    (m, k), n = x_shape[-2:], y_shape[-1]
     if min(m, k, n) < 0:
         return ""
+    stack = max(len(x_shape), len(y_shape)) > 2
     if m * n * k < MIN_MNK:
-        return f"numpy: below MIN_MNK (2^{MIN_MNK.bit_length() - 1} multiply-adds)"
+        return (f"numpy: below MIN_MNK (2^{MIN_MNK.bit_length() - 1} multiply-adds"
+                + (" per product)" if stack else ")"))
     forced = CHOOSER.forced()
     if forced is None and not blas.available():
         return f"numpy: no private BLAS ({blas.why_not()})"
+    if stack and len(y_shape) == 2 and min(x_shape) >= 0:
+        # a stack times a matrix: one 2-D product of the merged rows (when they merge)
+        m = int(np.prod(x_shape[:-1]))
+        why = describe_route((m, k), (k, n), dtype)
+        return f"{why.split(':')[0]}: rows merged into {m}x{k}x{n}:{why.split(':', 1)[1]}"
+    if stack:
+        if forced is not None and forced.route == "numpy":
+            return f"numpy: {forced.why}"
+        return ("private: batched, one GEMM per product (numpy's would wake OpenBLAS's "
+                "threads from MIN_MNK per product)")
     cls = _shape_class(np.dtype(dtype), m, n, k)[0]
     return CHOOSER.describe(cls) or f"not chosen yet at {cls} (measured on the first call)"

@@ -9,13 +9,23 @@ day, on par another): fixed size thresholds encode one machine state. So for eac
 within ``BUDGET_S`` (the untimed first run of each included), and keeps the faster median. One
 route is preferred (by default the first, numpy's): another must beat it by ``MARGIN`` to be
 chosen, so noise alone never moves a class off it. The measured calls are real calls: the
-caller gets the winner's result.
+caller gets the winner's result. Routes that leave a thread pool spinning after each call
+(``spins``: numpy's multi-threaded OpenBLAS) are timed after the others, not alternately: their
+spinning threads take the core the others' next call splits onto (interleaved, the private
+split matmul timed 1.7 ms against numpy's 0.85 at 1024x256x256; each in a block of its own,
+0.82-0.87 against 0.75-0.78).
 
 Decisions are kept in memory and on disk, in ``<ND4PY_CACHE_DIR or ~/.cache/nd4py>/routes/``,
 one JSON file per machine key (``versions()``: CPU model and features, core count, Python,
 NumPy, Numba, the private BLAS wheel, nd4py, ``FORMAT``): another machine or install never
 reads them, and a run is reproducible once its classes are tuned (routes are not bit for bit
 alike: different BLAS kernels sum in different orders). Delete the directory to tune again.
+
+A decision measured on a busy machine is kept in memory only, never written: the 1-minute load
+average above the core count (``_load``), or one route's rounds spread over more than
+``SPREAD`` times its fastest (another process took the core mid-measurement). A busy moment
+must not tune a machine forever: such a class is measured again by the next process. Its
+reason says "(busy: not saved)".
 
 Forcing: ``force(op, route)`` (a block, this process) or the chooser's environment variable
 (``ND4PY_BLAS=numpy|private`` for matmul) decides without measuring, and says so.
@@ -40,10 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["Chooser", "Decision", "force", "size_class", "versions", "describe_all"]
+__all__ = ["Chooser", "Decision", "busy", "force", "size_class", "versions", "describe_all"]
 
-#: bump when the shape classes or the measurement change: older decisions are ignored
-FORMAT = 1
+#: bump when the shape classes or the measurement change: older decisions are ignored (2:
+#: decisions of format 1 were saved whatever the load, some measured at a busy moment)
+FORMAT = 2
 #: time a class's measurement should take (its untimed first runs included): rounds stop once
 #: it is spent after three, or after one round that alone took three times as much (a big
 #: product: its class is measured once per machine)
@@ -53,7 +64,32 @@ ROUNDS = 5
 #: another route must be faster than the reference by this fraction to be chosen
 MARGIN = 0.05
 
+#: a route whose slowest timed round took more than this many times its fastest was measured
+#: while something else ran: the decision is not saved (a quiet machine's rounds of one
+#: product agree within tens of percent; a busy one's differ by 10-100x)
+SPREAD = 3.0
+
 _clock = time.perf_counter  # (tests inject a fake clock: no test times real work)
+
+
+def _load() -> float:
+    """The 1-minute load average (0.0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def busy(times: dict[str, list[float]]) -> str:
+    """Why a measurement's ``times`` (route -> its rounds) should not be saved, or ``""``."""
+    cores = os.cpu_count() or 1
+    load = _load()
+    if load > cores:
+        return f"load {load:.1f} > {cores} cores"
+    for route, t in times.items():
+        if t and min(t) > 0 and max(t) > SPREAD * min(t):
+            return f"{route}'s rounds spread {max(t) / min(t):.0f}x"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -175,9 +211,11 @@ class Chooser:
     route that wins ties (within ``MARGIN``; default ``routes[0]``)."""
 
     def __init__(self, op: str, routes: tuple[str, ...], env: str | None = None,
-                 persist: bool = True, prefer: str | None = None) -> None:
+                 persist: bool = True, prefer: str | None = None,
+                 spins: tuple[str, ...] = ()) -> None:
         self.op, self.routes, self.env, self.persist = op, tuple(routes), env, persist
         self.prefer = self.routes[0] if prefer is None else prefer
+        self.spins = tuple(spins)  # routes that leave a thread pool spinning: timed last
         self._memory: dict[str, Decision] = {}
         self._loaded = not persist
         self._lock = threading.Lock()
@@ -217,16 +255,14 @@ class Chooser:
         docstring), remember the winner, and return it with the result of one of its runs.
         ``shape``: the concrete sizes measured, for the reason."""
         names = [r for r in self.routes if r in runs]
-        start, times = _clock(), {r: [] for r in names}
-        results = {r: runs[r]() for r in names}  # untimed: first touch, thread wake-up
-        for k in range(ROUNDS):
-            for r in (names if k % 2 == 0 else names[::-1]):  # alternate: drift cancels
-                t0 = _clock()
-                results[r] = runs[r]()
-                times[r].append(_clock() - t0)
-            spent = _clock() - start  # (three rounds unless one already took the budget)
-            if spent > BUDGET_S and (k >= 2 or spent > 3 * BUDGET_S):
-                break
+        times: dict[str, list[float]] = {r: [] for r in names}
+        results: dict[str, Any] = {}
+        calm = [r for r in names if r not in self.spins]
+        if len(calm) == len(names):
+            _rounds(names, runs, times, results, BUDGET_S)
+        else:  # a spinning pool would slow the others' next calls: time those first
+            _rounds(calm, runs, times, results, BUDGET_S / 2)
+            _rounds([r for r in names if r in self.spins], runs, times, results, BUDGET_S / 2)
         med = {r: statistics.median(t) for r, t in times.items()}
         ref = self.prefer if self.prefer in names else names[0]
         best = min(names, key=lambda r: med[r])
@@ -234,9 +270,11 @@ class Chooser:
             best = ref
         others = " vs ".join(f"{r} {med[r] * 1e3:.3g} ms" for r in names if r != best)
         where = f"at {shape} {cls.split()[0]}" if shape else f"at {cls}"
-        decision = Decision(best, f"measured {med[best] * 1e3:.3g} ms vs {others} {where}")
+        noisy = busy(times)
+        why = f"measured {med[best] * 1e3:.3g} ms vs {others} {where}"
+        decision = Decision(best, f"{why} (busy: {noisy}; not saved)" if noisy else why)
         self._memory[cls] = decision
-        if self.persist:
+        if self.persist and not noisy:
             _write(self.op, cls, decision)
         return decision, results[best]
 
@@ -244,6 +282,21 @@ class Chooser:
         """``"numpy: measured ..."`` for a decided class, else ``""``."""
         d = self.forced() or self.decided(cls)
         return f"{d.route}: {d.why}" if d else ""
+
+
+def _rounds(names: list[str], runs: dict, times: dict, results: dict, budget: float) -> None:
+    """Time ``names`` in alternating rounds (drift cancels) within ``budget`` (see the module
+    docstring), after one untimed run each (first touch, thread wake-up)."""
+    start = _clock()
+    results.update({r: runs[r]() for r in names})
+    for k in range(ROUNDS):
+        for r in (names if k % 2 == 0 else names[::-1]):
+            t0 = _clock()
+            results[r] = runs[r]()
+            times[r].append(_clock() - t0)
+        spent = _clock() - start  # (three rounds unless one already took the budget)
+        if spent > budget and (k >= 2 or spent > 3 * budget):
+            break
 
 
 def describe_all() -> list[str]:

@@ -1,10 +1,10 @@
 """Matrix products: matmul (ND4J ``mmul``), tensor_mmul (``tensordot``), dot and cross.
 
-All products run through numpy's BLAS-backed ``matmul``/``tensordot``, except 2-D float
-products big enough for a second thread, which run on numpy's BLAS or on the private
-single-threaded BLAS split over our helper thread, whichever was measured faster for their
-shape class on this machine (``kernels.matmul``, ``kernels.routes``: why; ``explain()`` says
-which). No Python loops.
+All products run through numpy's BLAS-backed ``matmul``/``tensordot``, except float products
+big enough for a second thread: 2-D ones run on numpy's BLAS or on the private single-threaded
+BLAS split over our helper thread, whichever was measured faster for their shape class on this
+machine; batched ones on the private BLAS (``kernels.matmul``, ``kernels.routes``: why;
+``explain()`` says which). No Python loops.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     if transpose_y and y.ndim >= 2:
         y = _t(y)
     try:
-        out = M.matmul2d(x, y)
+        out = M.routed(x, y)
         if out is None:
             out = np.matmul(x, y)
     except ValueError:  # numpy's own message names neither shape: say which and why
@@ -83,9 +83,9 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
 
 
 def _matmul_route(types: Any, attrs: Any) -> str:
-    """The route a 2-D matmul of these static types takes (``explain()``), or ``""``."""
+    """The route a matmul of these static types takes (``explain()``), or ``""``."""
     (x, y) = types
-    if x.dtype != y.dtype or len(x.shape) != 2 or len(y.shape) != 2:
+    if x.dtype != y.dtype or len(x.shape) < 2 or len(y.shape) < 2:
         return ""
     xs = _swap_last2(tuple(x.shape)) if attrs.transpose_x else tuple(x.shape)
     ys = _swap_last2(tuple(y.shape)) if attrs.transpose_y else tuple(y.shape)
