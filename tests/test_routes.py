@@ -170,15 +170,38 @@ def test_forcing_decides_without_measuring(monkeypatch):
 
 def test_matmul_measures_once_per_class_and_uses_the_choice(clock, cache, monkeypatch):
     monkeypatch.delenv("ND4PY_BLAS", raising=False)
-    monkeypatch.setattr(M, "CHOOSER", routes.Chooser("t_matmul", ("numpy", "private")))
+    monkeypatch.setattr(M, "CHOOSER", routes.Chooser("t_matmul", ("numpy", "private", "in_turn"),
+                                                     prefer="in_turn"))
     monkeypatch.setattr(M, "_ROUTE", {})
-    a, b = np.ones((64, 80)), np.ones((80, 96))
-    timed, measure = [], M.CHOOSER.measure  # (the fake clock stands still: a tie, numpy wins)
-    monkeypatch.setattr(M.CHOOSER, "measure", lambda cls, *args: (
-        timed.append(cls), measure(cls, *args))[1])
-    assert (M.matmul2d(a, b) == 80).all()  # the measuring call answers
-    assert M.matmul2d(a, b) is None        # then numpy, as measured, without measuring
-    assert timed == ["float64 m2^6 n2^6 k2^6"]  # (491,520 multiply-adds: not split)
+    ran, private = [], M._private
+    monkeypatch.setattr(M, "_private", lambda *args: (ran.append(args[4:] == (True,)),
+                                                      private(*args))[1])
+    timed, measure = [], M.CHOOSER.measure  # (the fake clock stands still: a tie, in_turn wins)
+    monkeypatch.setattr(M.CHOOSER, "measure", lambda cls, runs, *args: (
+        timed.append((cls, sorted(runs))), measure(cls, runs, *args))[1])
+    a, b = np.ones((128, 96)), np.ones((96, 128))  # 1,572,864 multiply-adds: split
+    assert (M.matmul2d(a, b) == 96).all()  # the measuring call answers
+    assert timed == [("float64 m2^7 n2^7 k2^6 split", ["in_turn", "numpy", "private"])]
+    ran.clear()
+    assert (M.matmul2d(a, b) == 96).all()  # then the choice, without measuring
+    assert ran == [True] and len(timed) == 1
+    ran.clear()
+    small = np.ones((64, 80)), np.ones((80, 96))  # 491,520: not split, so no in_turn route
+    assert (M.matmul2d(*small) == 80).all()
+    assert timed[1] == ("float64 m2^6 n2^6 k2^6", ["numpy", "private"])
+
+
+def test_in_turn_halves_give_the_split_bits():
+    if not M.blas.available():
+        pytest.skip(M.blas.why_not())
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((257, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 70)).astype(np.float32)
+    parts = M.workers.halves(257, 257 * 300 * 70, 0)
+    assert len(parts) == 2
+    split, in_turn = M._private(a, b, True, parts), M._private(a, b, True, parts, True)
+    assert split.tobytes() == in_turn.tobytes()
+    np.testing.assert_allclose(split, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_explain_says_which_route_and_why(monkeypatch):
@@ -192,11 +215,12 @@ def test_explain_says_which_route_and_why(monkeypatch):
             in compiled.last_plan.explain()
         monkeypatch.delenv("ND4PY_BLAS")
         cls = "float32 m2^7 n2^8 k2^9 split"
-        monkeypatch.setattr(M, "CHOOSER", routes.Chooser("t_explain", ("numpy", "private"),
+        monkeypatch.setattr(M, "CHOOSER", routes.Chooser("t_explain", ("numpy", "private", "in_turn"),
                                                          persist=False))
         assert "[route not chosen yet at " + cls in compiled.last_plan.explain()
-        M.CHOOSER._memory[cls] = routes.Decision("numpy", "measured 1.2 ms vs private 2.1 ms")
-        assert "[route numpy: measured 1.2 ms vs private 2.1 ms]" in compiled.last_plan.explain()
+        M.CHOOSER._memory[cls] = routes.Decision("in_turn", "measured 1.2 ms vs private 2.1 ms")
+        assert "[route in_turn: measured 1.2 ms vs private 2.1 ms]" in \
+            compiled.last_plan.explain()
     finally:
         compiler.set_executor(previous)
 

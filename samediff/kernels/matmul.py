@@ -1,37 +1,40 @@
 """Float matmuls: numpy's ``matmul`` or the private single-threaded BLAS
 (``samediff.kernels.blas``), split by rows or columns over the helper thread
-(``samediff.kernels.workers``) -- whichever a short measurement found faster for the shape class
-on this machine (``samediff.kernels.routes``).
+(``samediff.kernels.workers``): stacks of matrices by a rule checked on two machine states,
+2-D products by a short measurement per shape class on this machine
+(``samediff.kernels.routes``).
 
-Why a private BLAS route at all: numpy's OpenBLAS keeps its own worker threads, which spin
-after every call they share, for a long time. Next to our helper (convolutions, pooling) they
-fought over the second core: the digits CNN example (``examples/cnn_digits.py``) trained at 5.0 s
-per epoch with both pools against 2.1 with numpy's BLAS on one thread. Why not always: on
-another day the same W3 product, (128, 784) x (784, 256), took 2.0-2.5 ms on the private route
-against numpy's 1.2 ms -- a size threshold encodes one machine state. So (``matmul2d``):
+Why a private BLAS route: numpy's OpenBLAS keeps its own worker threads, which spin after every
+call they share, for a long time. Next to our helper (convolutions, pooling) they fought over
+the second core: the digits CNN example (``examples/cnn_digits.py``) trained at 5.0 s per epoch
+with both pools against 2.1 with numpy's BLAS on one thread. So (``matmul2d``, ``batched``):
 
-* below ``MIN_MNK`` multiply-adds numpy's ``matmul`` runs the product (OpenBLAS stays on one
-  thread there itself, and its call costs less than ours); 1-D, integer, complex and
-  mixed-dtype products always do;
+* below ``MIN_MNK`` multiply-adds (per product) numpy's ``matmul`` runs the product: OpenBLAS
+  stays on one thread there itself (``MIN_MNK`` is its GEMM_MULTITHREAD_THRESHOLD), and its
+  call costs less than ours; 1-D, integer, complex and mixed-dtype products always do;
 * batched float products (stacks of matrices, as attention's) from ``MIN_MNK`` multiply-adds
-  per product always run on the private BLAS (``batched``: one GEMM per product, the batch
-  split over the helper), unmeasured: numpy would wake its BLAS threads once per product;
-* from ``MIN_MNK`` on, the shape class (dtype, power-of-two buckets of m, n, k, split or not)
-  is decided once per machine by timing both routes (``routes.Chooser``: <= 20 ms; the
-  private route unless numpy's is clearly faster, ``CHOOSER`` says why; the private route
-  meanwhile while the compile thread is busy, whose compiles would distort the timings),
-  cached in memory and on disk;
-  ``ND4PY_BLAS=numpy`` or ``ND4PY_BLAS=private`` forces a route (``numpy`` also never loads
-  the private BLAS). The routes are not bit for bit alike (different GEMM kernels);
-* under load: a 2-D class measured while the machine was busy (``routes.busy``: load above the
-  core count, or rounds far apart) is decided for this process only, never saved -- a busy
+  per product run on the private BLAS (``batched``: one GEMM per product, the batch split over
+  the helper), unmeasured: numpy would wake its BLAS threads once per product, and a product's
+  own timing cannot see that cost -- its pool keeps spinning after the call and takes the
+  helper's core from the next split kernel. On W9's training step (a transformer block) this
+  made the step 0.70x (quiet) and 0.65x (one core busy) of what it took with numpy's batched
+  products;
+* a 2-D product from ``MIN_MNK`` on takes the route measured fastest for its shape class
+  (dtype, power-of-two buckets of m, n, k, split or not) on this machine: numpy's, the private
+  BLAS's halves at once over the helper (``private``), or -- for a product that splits -- the
+  same halves one after the other on the calling thread (``in_turn``: the same bits as
+  ``private``). ``routes.Chooser``: <= 20 ms once per class, ties to ``private``, numpy timed
+  last; cached in memory and on disk unless the machine was busy while measuring (a busy
   moment once chose numpy's route at 11 ms against the private one's 175 ms for W9's
-  1024x256x256 and kept it. Numpy stays a candidate for 2-D products: the measurement already
-  compares it with the private route split over both cores (numpy's call followed by a split
-  one costs their sum on a quiet machine: no after-effect to measure there), and W9's step ran
-  the same with its measured routes as with every product forced private on a quiet machine
-  (0.99x, 30 paired steps) -- though ``ND4PY_BLAS=private`` ran it at 0.77x with a core
-  busy, where the measured routes had chosen numpy's;
+  1024x256x256 and kept it). ``ND4PY_BLAS=numpy|private|in_turn`` forces a route (``numpy``
+  also never loads the private BLAS). numpy's and the private routes are not bit for bit alike
+  (different GEMM kernels): a run is reproducible once its classes are decided. Why numpy
+  stays a candidate for 2-D products: on a quiet machine its two-threaded OpenBLAS beat our
+  split at W3's (128, 784) x (784, 256) (0.36 vs 0.40 ms; one thread 0.44 ms), and W3's
+  ``fit`` took 1.31 ms per iteration with numpy's route forced against 1.82 ms with the private
+  one (medians of 4 alternating processes). What it costs under load: W9's step, with numpy chosen for
+  4 of its 5 2-D classes, ran 1.3x slower with a core busy than with every product private
+  (the same when quiet) -- the measurement cannot see the spinning pool's after-effect;
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
   ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
   ``_part`` compiles on the compile thread.
@@ -105,17 +108,23 @@ def _warm(key: tuple) -> None:
               workers.NO_GO)
 
 
-#: the routes of a 2-D product from ``MIN_MNK`` on. Ties (within ``routes.MARGIN``) go to the
-#: private BLAS: numpy's OpenBLAS wakes a thread pool of its own, which spins after each call
-#: and takes the helper's core from the next split kernel -- a cost the product's own timing
-#: does not see -- so numpy's route is taken where it is clearly faster
-CHOOSER = routes.Chooser("matmul", ("numpy", "private"), env="ND4PY_BLAS", prefer="private",
-                         spins=("numpy",))
+#: the routes of a 2-D product from ``MIN_MNK`` on: ``numpy``, ``private`` (the halves at
+#: once, over the helper) and, for a product that splits, ``in_turn`` (the same halves one after
+#: the other on the calling thread: the same bits as ``private``). Ties (within
+#: ``routes.MARGIN``) go to ``private``, and numpy's is timed after the others (``spins``): its
+#: OpenBLAS pool spins after each call and takes the helper's core from the next split kernel
+CHOOSER = routes.Chooser("matmul", ("numpy", "private", "in_turn"), env="ND4PY_BLAS",
+                         prefer="private", spins=("numpy",))
 
 
-def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list) -> np.ndarray:
+def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list,
+             in_turn: bool = False) -> np.ndarray:
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    split.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
+    if in_turn:  # the same halves, one after the other here: the same bits as split
+        for p in parts:
+            _part(a, b, out, by_rows, p.start, p.stop, workers.NO_GO)
+    else:
+        split.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
     return out
 
 
@@ -155,7 +164,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     by_rows = m * k >= k * n
     return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
-                                                    SPLIT_MIN_MNK))
+                                                    SPLIT_MIN_MNK), route == "in_turn")
 
 
 #: the route of each exact (dtype, m, n, k, layouts) decided so far: the per-call cost of a
@@ -179,9 +188,11 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
         # now would lie. The tie-winner runs until the compile thread is idle, then we measure
         return CHOOSER.prefer
     if decision is None:
-        decision, out = CHOOSER.measure(cls, {
-            "numpy": lambda: np.matmul(a, b),
-            "private": lambda: _private(pa, pb, by_rows, parts)}, f"m{m} n{n} k{k}")
+        runs = {"numpy": lambda: np.matmul(a, b),
+                "private": lambda: _private(pa, pb, by_rows, parts)}
+        if len(parts) == 2:
+            runs["in_turn"] = lambda: _private(pa, pb, by_rows, parts, True)
+        decision, out = CHOOSER.measure(cls, runs, f"m{m} n{n} k{k}")
         _ROUTE[exact] = decision.route
         return out
     _ROUTE[exact] = decision.route
