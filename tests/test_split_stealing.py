@@ -147,11 +147,16 @@ def test_a_stolen_half_computes_the_same_bits(monkeypatch, dtype):
     helper = workers._get()
     want = M.matmul2d(a, b)
     with monkeypatch.context() as m:  # the helper looks too late: the caller takes all
-        real = spin.await_claim
-        m.setattr(spin, "await_claim", lambda *a: (time.sleep(0.02), real(*a))[1])
-        workers.both(lambda: None, lambda: None)  # the helper polls through the wrapper
+        real, entered, gate = spin.await_claim, threading.Event(), threading.Event()
+        m.setattr(spin, "await_claim",
+                  lambda *a: (entered.set(), gate.wait(10), real(*a))[2])
+        # a job whose caller half lasts until the helper's next poll enters the wrapper, where
+        # it is held until the end: the caller takes every second half back, this one too
+        workers.both(lambda: entered.wait(10), lambda: None)
+        assert entered.is_set(), "the helper never polled through the wrapper"
         before = helper.helper_ran
         stolen = [M.matmul2d(a, b) for _ in range(5)]
+        gate.set()
         assert helper.helper_ran == before
     workers.both(lambda: None, lambda: None)
     with monkeypatch.context() as m:

@@ -44,6 +44,14 @@ def short_polls():
     helper.spins = saved
 
 
+def _until(condition, seconds: float = 10.0) -> None:
+    """Sleep (letting other threads run) until ``condition()``; fail after ``seconds``."""
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "the condition did not come true in time"
+        time.sleep(0.0005)
+
+
 def _within(seconds: float, fn) -> None:
     """``fn()`` in a thread; fail (instead of hanging the suite) if it takes longer."""
     errors: list = []
@@ -66,7 +74,10 @@ def test_gated_helper_starts_when_the_kernel_announces():
     helper = workers._get()
     saved, helper.spins = helper.spins, 1 << 40  # the helper polls (awake) after the next job
     try:
-        workers.both(lambda: None, lambda: None)
+        # a job the helper itself runs (the caller's half waits for its claim: an instant
+        # caller half would take the second half back, leaving an asleep helper asleep)
+        ran = helper.helper_ran
+        workers.both(lambda: _until(lambda: helper.helper_ran > ran), lambda: None)
         started, tokens = threading.Event(), []
 
         def first(go):
