@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["Chooser", "Decision", "busy", "force", "size_class", "versions", "describe_all"]
+__all__ = ["Chooser", "Decision", "busy", "force", "size_class", "versions"]
 
 #: bump when the shape classes or the measurement change: older decisions are ignored (2:
 #: decisions of format 1 were saved whatever the load, some measured at a busy moment)
@@ -202,9 +202,6 @@ def force(op: str, route: str) -> Iterator[None]:
             _forced[op] = previous
 
 
-_choosers: dict[str, "Chooser"] = {}
-
-
 class Chooser:
     """The routes of one op (``routes[0]``: numpy's, always ready) and its decisions per shape
     class. ``env``: a variable whose value, if it names a route, forces it; ``prefer``: the
@@ -219,7 +216,6 @@ class Chooser:
         self._memory: dict[str, Decision] = {}
         self._loaded = not persist
         self._lock = threading.Lock()
-        _choosers[op] = self
 
     def forced(self) -> Decision | None:
         """The forced decision (``force``, else the environment variable), or None."""
@@ -297,9 +293,3 @@ def _rounds(names: list[str], runs: dict, times: dict, results: dict, budget: fl
         spent = _clock() - start  # (three rounds unless one already took the budget)
         if spent > budget and (k >= 2 or spent > 3 * budget):
             break
-
-
-def describe_all() -> list[str]:
-    """Every decision of this process's choosers, one line each (``op class: route: why``)."""
-    return [f"{op} {cls}: {d.route}: {d.why}" for op, c in sorted(_choosers.items())
-            for cls, d in sorted(c._memory.items())]
