@@ -20,6 +20,11 @@ from samediff import compiler
 
 
 def pytest_configure(config):
+    if getattr(config.option, "dist", None) == "load":
+        # ``-n auto`` (pytest-xdist) hands each worker a quarter of the tests up front and
+        # never moves them: one worker kept ~900 compile-heavy tests for 290 s while the other
+        # ran out of work after 100 s (5m49 wall). Work stealing rebalances: 3m46.
+        config.option.dist = "worksteal"
     config.addinivalue_line("markers", "compiled: run plans with the fused Numba compiler")
     config.addinivalue_line("markers", "heavy(seconds=10): takes many seconds (an example's "
                             "training run, a compile-bound hypothesis family); scheduled first, "
