@@ -1,6 +1,7 @@
 """Smoke tests: the example scripts run to the end (each checks its own results)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +16,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_eager_scope_compile():
     subprocess.run([sys.executable, "examples/eager_scope_compile.py", "--quick"], cwd=ROOT,
-                   check=True, timeout=120)
+                   check=True, timeout=120, env={**os.environ, **ONE_CORE})
 
 
-def _run(*args: str) -> str:
+#: The examples run on one core each: the suite's workers (``pytest -n auto``) already take
+#: every core, so a script's helper thread (``ND4PY_WORKERS``) and OpenBLAS's threads would only
+#: contend with the other worker (the CNN example: 70 s of CPU in one thread, 100-130 s with
+#: them, for the same wall time). Results do not depend on it: every split gives the same bits
+#: whoever runs its halves (tests/test_split_stealing.py, test_reproducible_training.py).
+ONE_CORE = {"ND4PY_WORKERS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _run(*args: str, **env: str) -> str:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, check=True, timeout=300,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, **ONE_CORE, **env})
     return done.stdout
 
 
@@ -62,7 +71,7 @@ def test_cnn_digits_reaches_98_5_percent_and_the_eager_network_agrees():
     assert gap <= 1e-5, out
 
 
-@pytest.mark.heavy(seconds=16)
+@pytest.mark.heavy(seconds=5)
 def test_cnn_digits_on_idx_files(tmp_path):
     from samediff.datasets import write_idx
     rng = np.random.default_rng(1)
@@ -72,7 +81,9 @@ def test_cnn_digits_on_idx_files(tmp_path):
         images[np.arange(n), labels * 2, :] = 255
         write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", images)
         write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", labels)
+    # the IDX data path, run by the interpreter: the compiled CNN is the test above's (compiling
+    # it again for 28x28 images cost 15 s of CPU)
     out = _run("examples/cnn_digits.py", "--data-dir", str(tmp_path), "--epochs", "1",
-               "--verbose", "0")
+               "--verbose", "0", ND4PY_COMPILE="interpret")
     assert "MNIST: 64 training and 32 test images of 28x28" in out
     assert "reloaded" in out and "max difference" in out
