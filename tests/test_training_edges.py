@@ -196,6 +196,41 @@ def test_a_kernel_with_several_donated_outputs_writes_each_into_its_own_input():
             np.testing.assert_array_equal(value, np.full(4, want))
 
 
+@pytest.mark.compiled
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_kernels_write_donated_buffers_through_one_parameter(contiguous):
+    """A kernel whose outputs were donated the buffers of inputs it reads element for element
+    is generated with variants that store through those inputs (``codegen.INPLACE_VARIANTS``:
+    one parameter per buffer, so LLVM vectorizes the loop). Both driver paths take them when
+    every buffer was taken; a buffer that cannot be written through (a strided view) gets a
+    fresh output from the other variant. Same values either way."""
+    sd = SameDiff.create()
+    a, b, c = (sd.placeholder(n, "float", 4) for n in "abc")
+    new_c, new_b, new_a = c * 2.0 + a, b + a, a - 1.0
+    f32 = TensorType((4,), np.dtype(np.float32))
+    consts = {k: v for k, v in sd.graph.vars.items() if v.vtype is VariableType.CONSTANT}
+    types = {"a": f32, "b": f32, "c": f32, **{k: v.ttype for k, v in consts.items()}}
+    plan = typed_plan(list(sd.graph.nodes), types, [new_c.name, new_b.name, new_a.name],
+                      {new_a.name: "a", new_b.name: "b", new_c.name: "c"})
+    assert plan.kind == "compiled" and plan.donations == 3
+    steps = [s for s in plan.steps if getattr(s, "donated", None)]
+    assert steps and all(s.spec.inplace for s in steps)
+    for _ in range(2):  # the driver's general path, then its fast path
+        inputs = {k: (v.value.item() if v.ttype.weak else v.value) for k, v in consts.items()}
+        fresh = {"a": 1.0, "b": 10.0, "c": 100.0}
+        for k, v in fresh.items():
+            inputs[k] = np.full(4, v, np.float32) if contiguous else np.full(8, v, np.float32)[::2]
+        got = plan.execute([inputs[k] for k in plan.input_slots])
+        for value, want, donor in zip(got, (201.0, 11.0, 0.0), "cba"):
+            np.testing.assert_array_equal(value, np.full(4, want))
+            assert (value is inputs[donor]) == contiguous
+            if not contiguous:  # the strided input keeps its old values
+                np.testing.assert_array_equal(inputs[donor], np.full(4, fresh[donor]))
+    used = {name for s in steps for name in ("kernel_ser_io", "kernel_ser")
+            if getattr(s.kernels, name).signatures}
+    assert "kernel_ser_io" in used and ("kernel_ser" in used) == (not contiguous)
+
+
 def test_shuffled_batches_gathered_into_reused_buffers_are_the_fresh_batches():
     """``Batches.epoch(reuse=True)`` (fit without evaluations) gives the rows ``v[idx]`` gives,
     the last short batch too, each in a buffer reused for the next batch of its size."""

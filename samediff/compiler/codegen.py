@@ -54,6 +54,8 @@ class KernelSpec:
     # leading-dims sums (ref, leading dims summed): outputs after ``outputs``, accumulated in
     # place into zeroed arrays row after row (``reduce.fuse_leading_sums``); not flat
     sums: tuple[tuple[str, int], ...] = ()
+    # (output, array input) pairs written in place: a donated buffer (``CompiledPlan._donate``)
+    inplace: tuple[tuple[int, int], ...] = ()
 
 
 def _arg(ref: str, compute: np.dtype | None) -> str:
@@ -68,6 +70,12 @@ PRELUDE = ("import math", "import numpy as np", "import numba", "from numba impo
            "f64 = np.float64", "")
 #: Each kernel is generated twice: parallel over its outer loop, and serial.
 VARIANTS = (("kernel_par", True), ("kernel_ser", False))
+#: ... and twice more when outputs are written into the inputs they were donated: each such
+#: output is then no parameter of its own, its values are stored through the input's. Passed as
+#: two parameters, an output and the input it aliases defeat LLVM's vectorizer (its run-time
+#: overlap check fails and the scalar loop runs: an SGD update of 784x256 float32 took 103 us
+#: against 37 us through one parameter); through one, the loop is vectorized.
+INPLACE_VARIANTS = (("kernel_par_io", True), ("kernel_ser_io", False))
 
 
 def decorator(parallel: bool) -> str:
@@ -117,26 +125,35 @@ def render(spec: KernelSpec) -> str:
                            *(_arg(a, n.compute) for a in n.args))
         body.append(f"{n.out} = {_PREFIX[n.out_dtype]}({expr})")
     out_idx = "i" if spec.flat else (", ".join(index) if spec.rank else "()")
-    for k, (ref, _) in enumerate(spec.outputs):
-        body.append(f"o{k}[{out_idx}] = {ref}")
-    for k, (ref, lead) in enumerate(spec.sums, start=len(spec.outputs)):
-        body.append(f"o{k}[{', '.join(index[lead:])}] += {ref}")
-    params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs) + len(spec.sums))])
+    writes = [f"o{k}[{out_idx}] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]
+    sums = [f"o{k}[{', '.join(index[lead:])}] += {ref}"
+            for k, (ref, lead) in enumerate(spec.sums, start=len(spec.outputs))]
+    outputs = [f"o{k}" for k in range(len(spec.outputs) + len(spec.sums))]
+    variants = [(VARIANTS, outputs, writes)]
+    if spec.inplace:
+        into = dict(spec.inplace)
+        variants.append((INPLACE_VARIANTS, [o for k, o in enumerate(outputs) if k not in into],
+                         [f"in{into[k]}[{out_idx}] = {ref}" if k in into else line
+                          for k, ((ref, _), line) in enumerate(zip(spec.outputs, writes))]))
     lines = list(PRELUDE)
-    for name, parallel in VARIANTS:
-        lines.append(decorator(parallel))
-        lines.append(f"def {name}({params}):")
-        if not loops:  # rank-0 output
-            lines += ["    " + b for b in body]
-        else:
-            depth = 1
-            for d, (var, bound) in enumerate(loops):
-                # (rows summed into one output must not be split: no prange then)
-                rng = "prange" if (parallel and d == 0 and not spec.sums) else "range"
-                lines.append("    " * depth + f"for {var} in {rng}({bound}):")
-                depth += 1
-            lines += ["    " * depth + b for b in body]
-        lines.append("")
+    for names, outs, stores in variants:
+        params = kernel_params(spec, outs)
+        first = "o0" if "o0" in outs else f"in{dict(spec.inplace)[0]}"  # the loops' bounds
+        loops = [(var, bound.replace("o0", first)) for var, bound in loops]
+        for name, parallel in names:
+            lines.append(decorator(parallel))
+            lines.append(f"def {name}({params}):")
+            if not loops:  # rank-0 output
+                lines += ["    " + b for b in body + stores + sums]
+            else:
+                depth = 1
+                for d, (var, bound) in enumerate(loops):
+                    # (rows summed into one output must not be split: no prange then)
+                    rng = "prange" if (parallel and d == 0 and not spec.sums) else "range"
+                    lines.append("    " * depth + f"for {var} in {rng}({bound}):")
+                    depth += 1
+                lines += ["    " * depth + b for b in body + stores + sums]
+            lines.append("")
     return module_source(lines)
 
 

@@ -95,7 +95,19 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     call_args += scalars
     call_args += [f"o{j}" if o in step.sum_leads else f"o{j} if R[3] is None else o{j}.reshape(R[3])"
                   for j, o in enumerate(step.outputs)]
-    body.append(f"(KP{k} if R[2] and PAROK() else KS{k})({', '.join(call_args)}, *R[5])")
+    call = f"(KP{k} if R[2] and PAROK() else KS{k})({', '.join(call_args)}, *R[5])"
+    into = step.spec.inplace
+    if into:  # the variant storing through the donated inputs, when every buffer was taken
+        env[f"KIP{k}"], env[f"KIS{k}"] = step.kernels.kernel_par_io, step.kernels.kernel_ser_io
+        skip = {j for j, _ in into}
+        io_args = call_args[:len(arrays) + len(scalars)] + [
+            a for j, a in enumerate(call_args[len(arrays) + len(scalars):]) if j not in skip]
+        taken = " and ".join(f"o{j} is {arrays[a]}" for j, a in into)
+        body += [f"if {taken}:",
+                 f"    (KIP{k} if R[2] and PAROK() else KIS{k})({', '.join(io_args)}, *R[5])",
+                 "else:", "    " + call]
+    else:
+        body.append(call)
     body += [f"{v} = o{j}" if o in step.sum_leads else f"{v} = o{j} if R[4] is None else "
              f"o{j}.reshape(R[4])" for j, (v, o) in enumerate(zip(outs, step.outputs))]
     lines += ["    " + b for b in body]

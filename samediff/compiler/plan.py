@@ -15,10 +15,11 @@ their input (``reduce.fuse_leading_sums``).
 """
 from __future__ import annotations
 
+
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -380,12 +381,30 @@ class KernelStep:
                                       np.zeros(shape[self.sum_leads[s]:], d)
                                       for s, d in zip(self.outputs, self.out_dtypes)])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
-        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
-              else self.kernels.kernel_ser)
+        par = parallel and not force_serial and forksafe.parallel_ok()
+        into = self.spec.inplace
+        if into and all(outs[j] is arrays[k] for j, k in into):  # every donated buffer taken
+            skip = {j for j, _ in into}
+            out_args = [o for j, o in enumerate(out_args) if j not in skip]
+            fn = self.kernels.kernel_par_io if par else self.kernels.kernel_ser_io
+        else:
+            fn = self.kernels.kernel_par if par else self.kernels.kernel_ser
         fn(*args, *[values[s] for s in self.scalars], *out_args)
         for s, o in zip(self.outputs, outs):
             values[s] = o
         return True
+
+    def donate(self, slot: Any, inp: Any) -> None:
+        """Output ``slot`` may be written into input ``inp``'s buffer (``CompiledPlan._donate``,
+        before compiling). When the kernel reads ``inp`` element for element (not broadcast),
+        it is generated with variants that store the output through ``inp`` itself
+        (``codegen.INPLACE_VARIANTS``): the calls take them when the buffer was taken."""
+        self.donated[slot] = inp
+        if inp in self.arrays and slot not in self.sum_leads:
+            k = self.arrays.index(inp)
+            if not any(self.spec.arrays[k][1]):
+                self.spec = replace(
+                    self.spec, inplace=self.spec.inplace + ((self.outputs.index(slot), k),))
 
     def _out_buffer(self, values: dict, slot: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A fresh output array, or the donated input's buffer when it can be written through
@@ -588,9 +607,7 @@ class CompiledPlan:
             if isinstance(step, Group):
                 kind = RowStep if step.rowwise else (
                     ReduceStep if step.reduce_split is not None else KernelStep)
-                kstep = kind(step, types, after)
-                kstep.compile(types)
-                self.steps.append(kstep)
+                self.steps.append(kind(step, types, after))
             else:
                 self.steps.append(step)
         self._frees = self._plan_frees()
@@ -602,6 +619,9 @@ class CompiledPlan:
                         for r in self._results]
         self._any_shared = any(self._shared)
         self.donations = self._donate(donate or {}, types)
+        for kstep in self.steps:  # (after donating: a kernel writing in place is generated so)
+            if isinstance(kstep, KernelStep):
+                kstep.compile(types)
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
 
@@ -641,7 +661,7 @@ class CompiledPlan:
             for k, step in enumerate(self.steps):
                 if type(step) is KernelStep and slot in step.outputs:
                     if read_until <= k and inp not in step.donated.values():
-                        step.donated[slot] = inp
+                        step.donate(slot, inp)
                         granted += 1
                     break
         return granted
