@@ -50,3 +50,20 @@ def test_the_blocks_of_a_stack_share_one_kernel():
     for w, b in zip(ws, bs):
         h = np.tanh(h @ w.numpy() + b.numpy()) * np.float32(0.5) + h
     np.testing.assert_allclose(got, h, rtol=1e-5, atol=1e-6)
+
+
+def test_cache_stats_counts_kernels_loaded_and_reused():
+    """``nd.cache_stats()`` reports the kernel layer's counters (``codegen.kernel_stats``),
+    and the compiled function draws its plan: a cluster per fused kernel."""
+    before = nd.cache_stats()
+    assert before["kernel_modules"] == codegen.kernel_stats()["kernel_modules"]
+    stack = _stack()
+    x, ws, bs = _inputs(2)
+    stack(x, ws, bs)
+    after = nd.cache_stats()
+    assert after["kernel_reuses"] >= before["kernel_reuses"] + 1  # the second block's kernel
+    assert after["kernel_modules"] + after["kernel_reuses"] > \
+        before["kernel_modules"] + before["kernel_reuses"] + 1
+    assert {"fast_loads", "fast_load_fallbacks"} <= set(after)
+    dot = stack.to_dot()
+    assert dot.startswith("digraph") and dot.count("subgraph \"cluster_") >= 2

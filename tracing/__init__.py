@@ -6,6 +6,8 @@ runs finished traces through cached plans.
 """
 from __future__ import annotations
 
+import sys
+
 from samediff.compiler import tiered
 from samediff.compiler.cache import PLAN_CACHE, CacheStats, RetraceWarning, set_planner
 from samediff.compiler.tiered import compile_mode, get_compile_mode, set_compile_mode
@@ -33,14 +35,31 @@ def cache_stats() -> dict[str, int]:
     Compiled functions: ``signatures`` (traced signatures kept, over all live compiled
     functions), ``max_signatures`` (the default bound per function), ``signature_evictions``.
     Tiered compilation (``compile_mode("background")``): ``tiered_compiling`` (plans still
-    answering from the interpreter while their kernels compile), ``tiered_swapped``.
+    answering from the interpreter while their kernels compile), ``tiered_swapped``. Fused
+    kernels: ``kernel_modules`` (distinct kernels loaded by this process, each compiled once
+    per machine), ``kernel_reuses`` (kernel requests a loaded one answered: repeated blocks),
+    ``fast_loads`` / ``fast_load_fallbacks`` (kernels loaded from the disk cache without
+    Numba's full set-up, and loads that needed it); all 0 until a kernel is loaded, as nothing
+    here imports Numba.
 
     >>> import nd4py as nd
     >>> sorted(nd.cache_stats())[:3]
     ['compiles', 'evictions', 'fallbacks']
     """
     return {**PLAN_CACHE.stats.as_dict(), "plans": len(PLAN_CACHE), "max_plans": PLAN_CACHE.maxsize,
-            **signature_stats(), **tiered.stats()}
+            **signature_stats(), **tiered.stats(), **_kernel_stats()}
+
+
+def _kernel_stats() -> dict[str, int]:
+    """The kernel layer's counters, read only if it is loaded (importing it loads Numba)."""
+    out = {"kernel_modules": 0, "kernel_reuses": 0, "fast_loads": 0, "fast_load_fallbacks": 0}
+    codegen = sys.modules.get("samediff.compiler.codegen")
+    fastload = sys.modules.get("samediff.kernels.fastload")
+    if codegen is not None:
+        out.update(codegen.kernel_stats())
+    if fastload is not None:
+        out.update(fastload.stats)
+    return out
 
 
 def set_cache_size(maxsize: int | None = None, *, signatures: int | None = None) -> None:

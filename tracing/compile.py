@@ -381,6 +381,25 @@ class CompiledFunction:
         compile in the background: ``.wait()``, ``.compiled``); None before the first call."""
         return None if self._last is None else self._last.plan
 
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the most recent signature's plan (``plan.to_dot()``: a
+        cluster per fused kernel, library calls and interpreter fallbacks marked; while its
+        kernels compile in the background, the plan it answers from now).
+
+        >>> import nd4py as nd
+        >>> @nd.compile
+        ... def f(x):
+        ...     return nd.nn.relu(x * 2.0 + 1.0)
+        >>> _ = f(nd.ones(2, 2))
+        >>> f.to_dot().startswith("digraph")
+        True
+        """
+        plan = self.last_plan
+        if plan is None:
+            raise RuntimeError(f"to_dot: compiled function {self.name!r} has not been called "
+                               f"yet, so it has no plan to draw; call it once first")
+        return getattr(plan, "active", plan).to_dot()
+
     def explain(self) -> str:
         """Each traced signature's graph and plan, plus the plan-cache statistics (like
         ``jax.make_jaxpr`` for the graph part)."""
