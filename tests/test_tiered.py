@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -177,3 +178,20 @@ def test_fork_waits_for_a_build_in_progress_and_the_child_runs_the_plan(held):
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert plan.compiled and tiered.stats()["tiered_compiling"] == 0
+
+
+def test_the_gil_switches_often_while_the_compile_thread_works():
+    """Numba compiles in Python, holding the GIL: while compile jobs run the switch interval is
+    ``COMPILING_SWITCH_S`` (the plans' thread gets the GIL back soon after each numpy call),
+    and the previous one is restored when the queue drains."""
+    from samediff.kernels import compiling
+    before = sys.getswitchinterval()
+    seen, done = [], threading.Event()
+    compiling.submit(lambda: seen.append(sys.getswitchinterval()))
+    compiling.submit(done.set)
+    assert done.wait(10)
+    deadline = time.monotonic() + 10
+    while compiling.pending() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert seen == [min(before, compiling.COMPILING_SWITCH_S)]
+    assert sys.getswitchinterval() == before

@@ -101,10 +101,34 @@ def _run(job: Callable[[], None]) -> None:
     job()
 
 
+#: the interpreter's GIL switch interval while the compile thread works. Numba compiles mostly
+#: in Python, holding the GIL: at Python's default 5 ms the thread running the plans waited up
+#: to 5 ms after every numpy call that had released it, and W3's training iterations took 12-21
+#: ms during its compile (3-6 ms interpreted alone); at 0.1 ms, 5-9 ms, and the compile itself
+#: took as long (9.7 vs 10.3 s).
+COMPILING_SWITCH_S = 1e-4
+_saved_switch: float | None = None
+
+
+def _switch_fast(on: bool) -> None:
+    """Shorten the switch interval while compiling; restore the previous one after (unless
+    someone changed it meanwhile: theirs stays)."""
+    global _saved_switch
+    if on and _saved_switch is None:
+        _saved_switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(_saved_switch, COMPILING_SWITCH_S))
+    elif not on and _saved_switch is not None:
+        if sys.getswitchinterval() == min(_saved_switch, COMPILING_SWITCH_S):
+            sys.setswitchinterval(_saved_switch)
+        _saved_switch = None
+
+
 def _work() -> None:
     global _pending
     while True:
         job = _jobs.get()
+        with _lock:
+            _switch_fast(True)
         try:
             _run(job)
         except BaseException:  # noqa: BLE001 (the thread must survive a failed job)
@@ -113,6 +137,8 @@ def _work() -> None:
         finally:
             with _lock:
                 _pending -= 1
+                if not _pending:
+                    _switch_fast(False)
 
 
 def _after_fork_in_child() -> None:
