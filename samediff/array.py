@@ -27,6 +27,10 @@ from .surface import NdInt, OpSurface
 
 #: The active trace of this thread/context, or None (eager). Tracing sets it; nothing else does.
 CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_trace", default=None)
+#: The recorder of a control-flow body being traced (``samediff.control.bodies``): an op on
+#: values of enclosing graphs only (a captured SameDiff variable, a traced array) records into
+#: the body, which lifts them into inputs, rather than into their own graph.
+ACTIVE_BODY: contextvars.ContextVar[Any] = contextvars.ContextVar("nd4py_body", default=None)
 
 _PY_SCALARS = WEAK_SCALARS
 
@@ -62,8 +66,12 @@ def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
     for x in inputs:
         if type(x) is NDArray:
             vals.append(x._data)
+        elif type(x) in _PY_SCALARS:
+            vals.append(x)
         elif isinstance(x, OpSurface) and x._recorder is not None:
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
+        elif getattr(x, "is_materialized", True) is False and ACTIVE_BODY.get() is not None:
+            return ACTIVE_BODY.get().record(op, inputs, attrs or {}, name)  # a traced array
         else:
             vals.append(to_value(x))
     if not arity_known and len(vals) != len(op.inputs) and not op.variadic:
@@ -109,7 +117,7 @@ def _top_recorder(inputs: list) -> Any:
     """The innermost graph among the inputs' (the one created last): in ``nd.grad`` of a
     function that itself calls ``nd.grad``, the inner graph reads the outer one's values as
     inputs, never the reverse (autograd's "top boxed argument")."""
-    top = None
+    top = ACTIVE_BODY.get()  # a body being traced is newer than every graph it reads
     for x in inputs:
         recorder = getattr(x, "_recorder", None) if isinstance(x, OpSurface) else None
         if recorder is not None and (top is None or recorder.level > top.level):

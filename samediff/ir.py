@@ -115,6 +115,16 @@ class Graph:
         """The graph's inputs as a function: its PLACEHOLDERs, in insertion order."""
         return tuple(n for n, v in self.vars.items() if v.vtype is VariableType.PLACEHOLDER)
 
+    def order_inputs(self, names: Sequence[str]) -> None:
+        """Make ``names`` (every PLACEHOLDER, once each) the graph's input order (bodies that
+        must take the same inputs: the branches of a ``cond`` lifting different captures)."""
+        if sorted(names) != sorted(self.inputs):
+            raise GraphError(f"order_inputs: {list(names)} are not this graph's inputs "
+                             f"{list(self.inputs)}")
+        self._touch()
+        rest = {k: v for k, v in self.vars.items() if v.vtype is not VariableType.PLACEHOLDER}
+        self.vars = {**{n: self.vars[n] for n in names}, **rest}
+
     # -- naming ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def name_scope(self, scope: str) -> Iterator[None]:

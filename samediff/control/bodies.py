@@ -6,8 +6,9 @@ body run through the plan cache.
 the operands are traced arrays (``graph_scope`` / ``@nd.compile``), SameDiff variables or the
 values of an enclosing body. While a body records, no trace is active: an op on closed-over
 eager arrays runs eagerly and its result becomes a CONSTANT of the body. A value of an *outer*
-graph (a traced array, a SameDiff variable) read by a body is a ``CaptureError`` for now: pass
-it as an operand (lifting captures into explicit inputs is the control-flow issue's job).
+graph (a traced array, a SameDiff variable, an enclosing body's value) read by a body is
+captured: lifted into an input of the body, which the op recording the body passes as an
+operand (``BodyRecorder``, ``align_captures``).
 
 ``run_body`` runs a frozen body on arrays: one plan from the one plan cache (``get_plan``
 through ``execution.typed_plan``, keyed by the body's structure and the inputs' exact types), so
@@ -15,8 +16,8 @@ a body gets fused kernels like any graph, and the interpreter when the compiler 
 
 >>> import numpy as np
 >>> from samediff.ops import TensorType
->>> body, tree = trace_body(lambda x: (x * 2.0).exp(), [TensorType((2,), np.dtype("float64"))],
-...                         "example")
+>>> body, tree, captures = trace_body(lambda x: (x * 2.0).exp(),
+...                                   [TensorType((2,), np.dtype("float64"))], "example")
 >>> body.inputs, body.outputs, [n.op.name for n in body.nodes]
 (('x0',), ('exp',), ['mul', 'exp'])
 >>> np.round(run_body(body, [np.zeros(2)])[0], 3).tolist()
@@ -29,7 +30,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from ..array import CURRENT_TRACE, NDArray, as_numpy, type_of
+from ..array import ACTIVE_BODY, CURRENT_TRACE, NDArray, as_numpy, type_of
 from ..arg_kinds import WEAK_SCALARS
 from ..compiler.cache import Structure
 from ..errors import GraphError, OpError
@@ -134,32 +135,65 @@ def describe_structure(structure: Hashable) -> str:
 # -- recording --------------------------------------------------------------------------------
 
 class BodyRecorder(GraphRecorder):
-    """Records a body: a value of another graph among an op's inputs is a ``CaptureError``."""
+    """Records a body. A value of an enclosing graph among an op's inputs (a SameDiff variable,
+    a traced array, a value of an enclosing body) is *captured*: lifted into an input of the
+    body (a placeholder ``capture...``, one per outer value), listed in ``captures``; the op
+    recording the body passes the outer values as operands, so they are explicit inputs of
+    its node and gradients reach them."""
 
     def __init__(self, graph: Graph, what: str) -> None:
         super().__init__(graph)
         self.what = what
+        self.captures: list[tuple[Any, str]] = []  # (outer value, its input), in input order
+        self._lifted: dict[int, str] = {}  # id(outer value) -> its input (captures holds it)
+
+    def outer(self, x: Any) -> bool:
+        return (isinstance(x, GraphValue) and not self.owns(x)) or (
+            not isinstance(x, GraphValue) and is_symbolic(x))
+
+    def lift(self, x: Any) -> str:
+        """The input standing for the outer value ``x`` (added on its first use)."""
+        name = self._lifted.get(id(x))
+        if name is None:
+            name = self.graph.unique("capture")
+            self.graph.add_var(name, VariableType.PLACEHOLDER, operand_type(x))
+            self._lifted[id(x)] = name
+            self.captures.append((x, name))
+        return name
 
     def _type(self, op: Any, x: Any) -> TensorType:
-        if (isinstance(x, GraphValue) and not self.owns(x)) or (
-                not isinstance(x, GraphValue) and is_symbolic(x)):
-            raise capture_error(self.what, x)
+        if self.outer(x):
+            return self.graph.vars[self.lift(x)].ttype
         return super()._type(op, x)
+
+    def _input_name(self, op: Any, x: Any, reserved: tuple[str, ...]) -> str:
+        if self.outer(x):
+            return self.lift(x)
+        return super()._input_name(op, x, reserved)
 
 
 def trace_body(fn: Callable[..., Any], types: Sequence[TensorType], what: str, *,
-               samediff: Callable[[], Any] | None = None) -> tuple[Graph, Hashable]:
-    """Record ``fn`` on placeholders ``x0, x1...`` of ``types`` into a new frozen graph whose
-    ``outputs`` are its results; returns the graph and the results' pytree structure.
+               samediff: Callable[[], Any] | None = None,
+               freeze: bool = True) -> tuple[Graph, Hashable, list]:
+    """Record ``fn`` on placeholders ``x0, x1...`` of ``types`` into a new graph whose
+    ``outputs`` are its results; returns the graph (frozen unless ``freeze=False``), the
+    results' pytree structure and the captures (``BodyRecorder``: (outer value, input name)
+    pairs), whose inputs follow ``x0, x1...``.
 
     ``samediff``: make a fresh ``SameDiff`` and call ``fn(sd, [placeholders])`` on it instead
-    (ND4J's ``ifCond`` lambdas), recording into that SameDiff's graph."""
+    (ND4J's ``ifCond`` lambdas), recording into that SameDiff's graph (no captures: ND4J's
+    lambdas read the ``inputs`` they are given)."""
     token = CURRENT_TRACE.set(None)  # ops of closed-over eager values run (become constants)
+    rec = None
     try:
         if samediff is None:
             rec = BodyRecorder(Graph(), what)
             args = [rec.add(VariableType.PLACEHOLDER, t, f"x{i}") for i, t in enumerate(types)]
-            result = fn(*args)
+            body_token = ACTIVE_BODY.set(rec)
+            try:
+                result = fn(*args)
+            finally:
+                ACTIVE_BODY.reset(body_token)
             graph, owns = rec.graph, rec.owns
         else:
             sd = samediff()
@@ -174,6 +208,8 @@ def trace_body(fn: Callable[..., Any], types: Sequence[TensorType], what: str, *
     for leaf in leaves:
         if isinstance(leaf, GraphValue) and owns(leaf):
             names.append(leaf.name)
+        elif rec is not None and rec.outer(leaf):  # an outer value returned as it is
+            names.append(rec.lift(leaf))
         elif is_symbolic(leaf):
             raise capture_error(what, leaf)
         elif leaf is None or isinstance(leaf, OpSurface) and not isinstance(leaf, NDArray):
@@ -187,7 +223,33 @@ def trace_body(fn: Callable[..., Any], types: Sequence[TensorType], what: str, *
     if not names:
         raise OpError(f"{what}: returned no arrays; a body returns at least one")
     graph.set_outputs(*names)
-    return graph.freeze(), structure
+    return (graph.freeze() if freeze else graph), structure, (rec.captures if rec else [])
+
+
+def align_captures(traced: Sequence[tuple[Graph, list]]) -> tuple[list[Graph], list]:
+    """Bodies that must take the same inputs (the branches of one node), each with its captures
+    (``trace_body``'s third result, the body not yet frozen): every body gets an input for every
+    captured value, in one order after the operands (unused where its own code does not read
+    it). Returns the frozen bodies and the captured values, to pass after the operands."""
+    union: list = []
+    for _, captures in traced:
+        for x, _ in captures:
+            if not any(x is y for y in union):
+                union.append(x)
+    bodies = []
+    for graph, captures in traced:
+        by_value = {id(x): name for x, name in captures}
+        own = set(by_value.values())
+        names = []
+        for x in union:
+            name = by_value.get(id(x))
+            if name is None:  # a value another body captured: an input this one ignores
+                name = graph.unique("capture")
+                graph.add_var(name, VariableType.PLACEHOLDER, operand_type(x))
+            names.append(name)
+        graph.order_inputs([n for n in graph.inputs if n not in own and n not in names] + names)
+        bodies.append(graph.freeze())
+    return bodies, union
 
 
 # -- running ----------------------------------------------------------------------------------

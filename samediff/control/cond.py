@@ -37,8 +37,9 @@ from ..ops import REQUIRED, Attr, TensorType, define
 from ..ops.call import op as _op
 from ..ops.registry import NONDIFF
 from ..recorder import GraphRecorder, GraphValue
-from .bodies import (BranchMismatchError, CaptureError, PredicateError, describe_structure,
-                     is_symbolic, operand_type, run_body, trace_body, unflatten)
+from .bodies import (BranchMismatchError, CaptureError, PredicateError, align_captures,
+                     describe_structure, is_symbolic, operand_type, run_body, trace_body,
+                     unflatten)
 
 _BRANCHES = (("then_body", "the true branch"), ("else_body", "the false branch"))
 
@@ -174,9 +175,11 @@ def cond(pred: Any, *args: Any, then_body: Graph | None = None,
     Both branches must return the same structure (an array, or tuples/lists/dicts of arrays)
     with equal shapes and dtypes (``BranchMismatchError`` says which output differs).
 
-    Branches may close over eager arrays (they become constants of the branch); a traced array
-    or SameDiff variable of the enclosing graph must be passed as an operand (``CaptureError``;
-    lifting such captures into operands automatically is left to the control-flow work).
+    Branches may close over eager arrays (they become constants of the branch) and over values
+    of the enclosing graph — traced arrays, SameDiff variables, an enclosing body's values:
+    those are *captured*, lifted into extra operands of the node (``bodies.BodyRecorder``), so
+    gradients reach them; an op that reads only captured values is recorded into the branch
+    too, and runs only when that branch is taken.
 
     ``cond(pred, *operands, then_body=g, else_body=h)`` applies two body graphs directly (the
     op itself, as a saved graph holds it).
@@ -194,7 +197,7 @@ def cond(pred: Any, *args: Any, then_body: Graph | None = None,
     check_predicate(operand_type(pred))
     types = [operand_type(x) for x in operands]
     return _record(pred, operands, [
-        lambda f=f, which=which: trace_body(f, types, f"cond: {which}")
+        lambda f=f, which=which: trace_body(f, types, f"cond: {which}", freeze=False)
         for f, (_, which) in zip((true_fn, false_fn), _BRANCHES)])
 
 
@@ -204,12 +207,14 @@ def _record(pred: Any, operands: list, tracers: list[Callable[[], tuple]],
     recorded into (an op on closed-over variables only) is restored first."""
     outer = {id(g): (g, g.copy()) for g in _outer_graphs((pred, *operands))}
     try:
-        (then_g, then_s), (else_g, else_s) = (trace() for trace in tracers)
+        (then_g, then_s, then_c), (else_g, else_s, else_c) = (trace() for trace in tracers)
         if then_s != else_s:
             raise BranchMismatchError(f"cond: the true branch returns "
                                       f"{describe_structure(then_s)}, the false branch "
                                       f"{describe_structure(else_s)}")
-        out = bind(COND, [pred, *operands], {"then_body": then_g, "else_body": else_g}, name)
+        (then_g, else_g), captured = align_captures([(then_g, then_c), (else_g, else_c)])
+        out = bind(COND, [pred, *operands, *captured],
+                   {"then_body": then_g, "else_body": else_g}, name)
     except Exception:
         for graph, saved in outer.values():
             graph.restore_from(saved)
@@ -251,7 +256,7 @@ def _samediff_tracer(make: Callable[[], Any], fn: Callable, types: list,
                      what: str) -> Callable[[], tuple]:
     def trace() -> tuple:
         try:
-            return trace_body(fn, types, what, samediff=make)
+            return trace_body(fn, types, what, samediff=make, freeze=False)
         except CaptureError:
             raise
         except GraphError as err:  # a variable of the outer SameDiff reached a body op
