@@ -35,7 +35,7 @@ from samediff.errors import ConfigError, NdIndexError, OpIndexError, TracingErro
 from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.control import BranchMismatchError, CaptureError, PredicateError  # noqa: F401
-from samediff.control import cond as _cond
+from samediff.control import cond as _cond, switch as _switch
 from samediff.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from samediff.profiler import Profile, profile, profile_summary  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401
@@ -69,6 +69,23 @@ def cond(pred: Any, *args: Any, **bodies: Any) -> Any:
     [1.0, 2.0]
     """
     return _cond(pred, *args, **bodies)
+
+
+def switch(index: Any, branches: Any, *operands: Any) -> Any:
+    """``branches[index](*operands)`` — ``nd.switch(index, branches, *operands)``, JAX's
+    ``lax.switch``: ``index`` a scalar integer, clamped into range; eagerly plain Python;
+    traced or on SameDiff variables a chain of ``cond`` nodes, only the taken branch running
+    (forward and backward). See ``samediff.control.switch``.
+
+    >>> import nd4py as nd
+    >>> fs = [lambda v: v + 1.0, lambda v: v * 10.0]
+    >>> @nd.compile
+    ... def f(i, v):
+    ...     return nd.switch(i, fs, v)
+    >>> [f(nd.create(i), nd.create([1.0])).numpy().tolist() for i in (0, 1, 5)]
+    [[2.0], [10.0], [10.0]]
+    """
+    return _switch(index, branches, *operands)
 
 
 #: ND4J's name of the traced proxy (seed 001)

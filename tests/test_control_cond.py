@@ -9,6 +9,7 @@ import pytest
 
 import nd4py as nd
 from samediff import SameDiff, compiler, udf
+from samediff.errors import OpError
 from samediff.control import COND, BranchMismatchError, CaptureError, PredicateError, trace_body
 from samediff.ir import Graph
 from samediff.ops import REGISTRY, TensorType
@@ -357,3 +358,68 @@ def test_a_body_signature_is_part_of_the_graph_value():
 
 def _body():
     return trace_body(lambda v: v.exp(), [TensorType((2,), np.dtype(F64))], "t")[0]
+
+
+# -- switch ---------------------------------------------------------------------------------------
+
+BRANCHES = [lambda x, y: x * y, lambda x, y: (x - y).exp(), lambda x, y: (x + y).sin() * 2.0]
+BRANCH_REFS = [lambda x, y: x * y, lambda x, y: np.exp(x - y), lambda x, y: 2.0 * np.sin(x + y)]
+
+
+@pytest.mark.parametrize("index", [-3, 0, 1, 2, 9])
+def test_switch_takes_the_clamped_branch_eager_traced_compiled_and_in_samediff(index):
+    want = BRANCH_REFS[min(max(index, 0), 2)](X, Y)
+    i, x, y = nd.create(index), nd.create(X), nd.create(Y)
+    np.testing.assert_allclose(nd.switch(i, BRANCHES, x, y).numpy(), want, rtol=1e-12)
+    with nd.graph_scope():
+        traced = nd.switch(i, BRANCHES, x, y)
+    np.testing.assert_allclose(traced.numpy(), want, rtol=1e-12)
+    f = nd.compile(lambda i, x, y: nd.switch(i, BRANCHES, x, y))
+    np.testing.assert_allclose(f(i, x, y).numpy(), want, rtol=1e-12)
+    sd = SameDiff.create()
+    si = sd.placeholder("i", np.int64)
+    sx, sy = sd.placeholder("x", F64, 3), sd.var("y", Y.copy())
+    out = nd.switch(si, BRANCHES, sx, sy)
+    np.testing.assert_allclose(sd.output({"i": np.int64(index), "x": X}, out.name)[out.name]
+                               .numpy(), want, rtol=1e-12)
+
+
+def test_switch_replays_one_plan_for_every_index_and_differentiates_the_taken_branch():
+    f = nd.compile(lambda i, x, y: nd.switch(i, BRANCHES, x, y).sum())
+    x, y = nd.create(X), nd.create(Y)
+    for index in (0, 1, 2):
+        f(nd.create(index), x, y)
+    assert f.traces == 1
+    for index in (0, 1, 2):
+        g = nd.grad(lambda x: nd.switch(nd.create(index), BRANCHES, x, nd.create(Y)).sum())
+        ref = BRANCH_REFS[index]
+        fd = _fd(lambda v: float(np.sum(ref(v, Y))), X.copy())
+        np.testing.assert_allclose(g(x).numpy(), fd, rtol=1e-6, atol=1e-8)
+        with nd.graph_scope():
+            traced = nd.grad(lambda x: nd.switch(nd.create(index) + 0, BRANCHES, x, y).sum())(x)
+        np.testing.assert_allclose(traced.numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_switch_runs_only_the_taken_branch(tripwire):
+    wire, calls = tripwire
+    branches = [lambda a: wire(a), lambda a: a * 2.0, lambda a: wire(a) + 1.0]
+    with nd.graph_scope():
+        out = nd.switch(nd.create(1), branches, nd.create(X))
+    np.testing.assert_allclose(out.numpy(), 2.0 * X)
+    assert calls == []
+    with pytest.raises(Exception, match="untaken branch ran"):  # the test can fail
+        with nd.graph_scope():
+            nd.switch(nd.create(2), branches, nd.create(X))
+
+
+def test_switch_refuses_a_bad_index_or_branches():
+    x = nd.create(X)
+    with pytest.raises(PredicateError, match="scalar integer"):
+        nd.switch(nd.create(1.0), BRANCHES, x, x)
+    with pytest.raises(PredicateError, match="scalar integer"):
+        nd.switch(nd.create([0, 1]), BRANCHES, x, x)
+    with pytest.raises(OpError, match="callables"):
+        nd.switch(nd.create(0), [], x)
+    with pytest.raises(BranchMismatchError):
+        with nd.graph_scope():
+            nd.switch(nd.create(0), [lambda a: a, lambda a: a.sum()], x)

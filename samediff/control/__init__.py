@@ -12,7 +12,8 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
 
 * ``bodies.py`` — recording a Python function as a body (``trace_body``), running a body
   through the plan cache (``run_body``), and the named errors.
-* ``cond.py`` — ``cond`` (the op, ``nd.cond``, and ND4J's ``sd.ifCond``).
+* ``cond.py`` — ``cond`` (the op, ``nd.cond``, and ND4J's ``sd.ifCond``) and ``switch`` (a
+  chain of ``cond`` s).
 
 >>> import nd4py as nd
 >>> nd.cond(nd.create(True), lambda x: x + 1, lambda x: x - 1, nd.create([1.0])).numpy().tolist()
@@ -20,7 +21,7 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
 """
 from .bodies import (BranchMismatchError, CaptureError, PredicateError, run_body,  # noqa: F401
                      trace_body)
-from .cond import COND, cond, if_cond  # noqa: F401
+from .cond import COND, cond, if_cond, switch  # noqa: F401
 
 __all__ = ["BranchMismatchError", "CaptureError", "PredicateError", "COND", "cond", "if_cond",
-           "run_body", "trace_body"]
+           "switch", "run_body", "trace_body"]

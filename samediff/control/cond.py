@@ -264,3 +264,39 @@ def _samediff_tracer(make: Callable[[], Any], fn: Callable, types: list,
                                f"ifCond(..., inputs=[...])") from err
     return trace
 
+
+
+# -- switch: one of N branches --------------------------------------------------------------------
+
+def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
+    """``branches[index](*operands)``, as JAX's ``lax.switch``: ``index`` is a scalar integer,
+    clamped into ``[0, len(branches) - 1]``. Eagerly plain Python (only that branch runs);
+    traced or on SameDiff variables, a chain of ``cond`` nodes — ``cond(index <= 0, b0,
+    cond(index <= 1, b1, ...))``, each later test recorded inside the previous false branch —
+    so only the taken branch runs, forward and backward, and gradients, compiling, saving and
+    captures are ``cond``'s. Every branch returns the same structure, shapes and dtypes.
+
+    >>> import nd4py as nd
+    >>> fs = [lambda v: v + 1.0, lambda v: v * 10.0, lambda v: -v]
+    >>> [switch(nd.create(i), fs, nd.create([1.0, 2.0])).numpy().tolist() for i in (0, 1, 7)]
+    [[2.0, 3.0], [10.0, 20.0], [-1.0, -2.0]]
+    """
+    branches = list(branches)
+    if not branches or not all(callable(b) for b in branches):
+        raise OpError(f"switch(index, branches, *operands): branches must be a non-empty "
+                      f"sequence of callables, got {branches!r}")
+    t = operand_type(index)
+    if t.shape != () or t.dtype.kind not in "iu":
+        raise PredicateError(f"switch: the index must be a scalar integer, got {t}; "
+                             f"e.g. nd.create(2), or cast a computed index with .cast('int64')")
+    if CURRENT_TRACE.get() is None and not any(is_symbolic(x) for x in (index, *operands)):
+        k = min(max(int(np.asarray(to_value(index))), 0), len(branches) - 1)
+        return branches[k](*operands)
+    if len(branches) == 1:  # (JAX too: the one branch, applied)
+        return branches[0](*operands)
+
+    def chain(k: int) -> Callable:
+        if k == len(branches) - 1:
+            return branches[k]
+        return lambda *ops: cond(index <= k, branches[k], chain(k + 1), *ops)
+    return chain(0)(*operands)
