@@ -36,15 +36,33 @@ def _cond_pair_ref(pred, x, then_body, else_body):
     return (np.sin(x), x * x) if bool(pred) else (-x, x + 1.0)
 
 
+def _scan_ref(*operands, body, num_carry, num_xs, length, reverse):
+    """Written from scan's definition for the bodies below: carry c, rows x (and an operand w
+    read at every step): c <- tanh(c * 0.5 + x) [* w], and y_t = c * x (the carry entering)."""
+    c, xs, rest = operands[0], operands[1], operands[2:]
+    ys = [None] * length
+    for t in (range(length - 1, -1, -1) if reverse else range(length)):
+        ys[t] = c * xs[t]
+        c = np.tanh(c * 0.5 + xs[t]) * (rest[0] if rest else 1.0)
+    return c, np.stack(ys)
+
+
 def control_samples(S):
     exp_plus = body(lambda x, y: (x * 2.0).exp() + y, 2, 2)
     minus = body(lambda x, y: x - y, 2, 2)
     pair_then = body(lambda x: (x.sin(), x * x), 1)
     pair_else = body(lambda x: (-x, x + 1.0), 1)
     both = {"then_body": exp_plus, "else_body": minus}
+    step = body(lambda c, x: ((c * 0.5 + x).tanh(), c * x), 1, 2)
+    step_w = body(lambda c, x, w: ((c * 0.5 + x).tanh() * w, c * x), 1, 3)
+    scan = {"body": step, "num_carry": 1, "num_xs": 1, "length": 4}
     return {"cond": [
         S([np.array(True), u(2, 3), u(2, 3)], both, _cond_ref),
         S([np.array(False), u(2, 3), u(2, 3)], both, _cond_ref),
         S([np.array(3, dtype=np.int64), u(4)], {"then_body": pair_then, "else_body": pair_else},
           _cond_pair_ref),
+    ], "scan": [
+        S([u(3), u(4, 3)], scan, _scan_ref),
+        S([u(3), u(4, 3)], {**scan, "reverse": True}, _scan_ref),
+        S([u(3), u(4, 3), u(3)], {**scan, "body": step_w}, _scan_ref),
     ]}
