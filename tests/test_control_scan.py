@@ -140,3 +140,50 @@ def test_scan_refuses_a_changing_carry_and_disagreeing_lengths():
         nd.scan(lambda c, x: c, nd.create(0.0), xs)
     with pytest.raises(OpError, match="unroll"):
         nd.scan(lambda c, x: (c, None), nd.create(0.0), xs, unroll=0)
+
+
+# -- fori_loop ------------------------------------------------------------------------------------
+
+def newton_sqrt(a, n=30):
+    return nd.fori_loop(0, n, lambda i, x: 0.5 * (x + a / x), a)
+
+
+def test_fori_loop_eager_traced_compiled_and_samediff():
+    a = np.array([2.0, 9.0, 0.25])
+    for got in (newton_sqrt(nd.create(a)),
+                nd.compile(newton_sqrt, static_argnums=1)(nd.create(a), 30)):
+        np.testing.assert_allclose(got.numpy(), np.sqrt(a), rtol=1e-14)
+    with nd.graph_scope():
+        traced = newton_sqrt(nd.create(a))
+    np.testing.assert_allclose(traced.numpy(), np.sqrt(a), rtol=1e-14)
+    sd = SameDiff.create()
+    p = sd.placeholder("a", F64, 3)
+    out = newton_sqrt(p)
+    np.testing.assert_allclose(sd.output({"a": a}, out.name)[out.name].numpy(), np.sqrt(a),
+                               rtol=1e-14)
+
+
+def test_fori_loop_gradient_index_and_empty_range():
+    a = np.array([2.0, 9.0, 0.25])
+    g = nd.grad(lambda a: newton_sqrt(a).sum())(nd.create(a))
+    np.testing.assert_allclose(g.numpy(), 0.5 / np.sqrt(a), rtol=1e-10)
+    # the body reads the index: sum of i * x over i = 2..5 with x doubling
+    out = nd.fori_loop(2, 6, lambda i, c: (c[0] + i.cast("float64") * c[1], c[1] * 2.0),
+                       (nd.create(np.array(0.0)), nd.create(np.array(1.0))))
+    want_s, x = 0.0, 1.0
+    for i in range(2, 6):
+        want_s, x = want_s + i * x, 2.0 * x
+    assert (float(out[0].numpy()), float(out[1].numpy())) == (want_s, x)
+    same = nd.fori_loop(5, 5, lambda i, x: x * 100.0, nd.create(a))
+    np.testing.assert_array_equal(same.numpy(), a)
+    backwards = nd.fori_loop(5, 2, lambda i, x: x * 100.0, nd.create(a))
+    np.testing.assert_array_equal(backwards.numpy(), a)
+
+
+def test_fori_loop_bounds_must_be_static_integers():
+    with pytest.raises(OpError, match="integer scalar"):
+        nd.fori_loop(0, 2.5, lambda i, x: x, nd.create(1.0))
+    with pytest.raises(OpError, match="while_loop"):
+        with nd.graph_scope():
+            n = nd.create(3) + 1
+            nd.fori_loop(0, n, lambda i, x: x, nd.create(1.0))

@@ -14,7 +14,8 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
   through the plan cache (``run_body``), and the named errors.
 * ``cond.py`` — ``cond`` (the op, ``nd.cond``, and ND4J's ``sd.ifCond``) and ``switch`` (a
   chain of ``cond`` s).
-* ``loops.py`` — ``scan`` (the op and ``nd.scan``; its gradient is a reverse scan).
+* ``loops.py`` — ``scan`` (the op and ``nd.scan``; its gradient is a reverse scan) and
+  ``fori_loop`` (a scan with a counter).
 
 >>> import nd4py as nd
 >>> nd.cond(nd.create(True), lambda x: x + 1, lambda x: x - 1, nd.create([1.0])).numpy().tolist()
@@ -23,7 +24,7 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
 from .bodies import (BranchMismatchError, CaptureError, PredicateError, run_body,  # noqa: F401
                      trace_body)
 from .cond import COND, cond, if_cond, switch  # noqa: F401
-from .loops import SCAN, CarryError, scan  # noqa: F401
+from .loops import SCAN, CarryError, fori_loop, scan  # noqa: F401
 
 __all__ = ["BranchMismatchError", "CaptureError", "PredicateError", "COND", "cond", "if_cond",
-           "switch", "SCAN", "CarryError", "scan", "run_body", "trace_body"]
+           "switch", "SCAN", "CarryError", "fori_loop", "scan", "run_body", "trace_body"]
