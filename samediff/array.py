@@ -70,7 +70,7 @@ def bind(op: OpDef, inputs: list, attrs: Any = None, name: str | None = None,
             vals.append(x)
         elif isinstance(x, OpSurface) and x._recorder is not None:
             return _top_recorder(inputs).record(op, inputs, attrs or {}, name)
-        elif getattr(x, "is_materialized", True) is False and ACTIVE_BODY.get() is not None:
+        elif ACTIVE_BODY.get() is not None and getattr(x, "is_materialized", True) is False:
             return ACTIVE_BODY.get().record(op, inputs, attrs or {}, name)  # a traced array
         else:
             vals.append(to_value(x))

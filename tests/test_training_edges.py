@@ -173,10 +173,10 @@ def test_ops_on_python_scalars_keep_their_declared_dtype(make, executor):
         compiler.set_executor(previous)
 
 
-def test_a_kernel_with_several_donated_outputs_writes_each_into_its_own_input():
-    """Three outputs of one kernel donated to three inputs listed in another order: the
-    first call (the driver's general path) and the next (its fast path) write each result
-    into its own input's buffer."""
+def _three_donations():
+    """A plan of one kernel with three outputs (c * 2 + a, b + a, a - 1 for float32[4] inputs
+    a, b, c), each donated its own input's buffer, listed in another order; and the graph's
+    constants."""
     sd = SameDiff.create()
     a, b, c = (sd.placeholder(n, "float", 4) for n in "abc")
     new_c, new_b, new_a = c * 2.0 + a, b + a, a - 1.0
@@ -185,6 +185,14 @@ def test_a_kernel_with_several_donated_outputs_writes_each_into_its_own_input():
     types = {"a": f32, "b": f32, "c": f32, **{k: v.ttype for k, v in consts.items()}}
     plan = typed_plan(list(sd.graph.nodes), types, [new_c.name, new_b.name, new_a.name],
                       {new_a.name: "a", new_b.name: "b", new_c.name: "c"})
+    return plan, consts
+
+
+def test_a_kernel_with_several_donated_outputs_writes_each_into_its_own_input():
+    """Three outputs of one kernel donated to three inputs listed in another order: the
+    first call (the driver's general path) and the next (its fast path) write each result
+    into its own input's buffer."""
+    plan, consts = _three_donations()
     if plan.kind == "compiled":
         assert plan.donations == 3
     for _ in range(2):
@@ -204,14 +212,7 @@ def test_kernels_write_donated_buffers_through_one_parameter(contiguous):
     one parameter per buffer, so LLVM vectorizes the loop). Both driver paths take them when
     every buffer was taken; a buffer that cannot be written through (a strided view) gets a
     fresh output from the other variant. Same values either way."""
-    sd = SameDiff.create()
-    a, b, c = (sd.placeholder(n, "float", 4) for n in "abc")
-    new_c, new_b, new_a = c * 2.0 + a, b + a, a - 1.0
-    f32 = TensorType((4,), np.dtype(np.float32))
-    consts = {k: v for k, v in sd.graph.vars.items() if v.vtype is VariableType.CONSTANT}
-    types = {"a": f32, "b": f32, "c": f32, **{k: v.ttype for k, v in consts.items()}}
-    plan = typed_plan(list(sd.graph.nodes), types, [new_c.name, new_b.name, new_a.name],
-                      {new_a.name: "a", new_b.name: "b", new_c.name: "c"})
+    plan, consts = _three_donations()
     assert plan.kind == "compiled" and plan.donations == 3
     steps = [s for s in plan.steps if getattr(s, "donated", None)]
     assert steps and all(s.spec.inplace for s in steps)

@@ -15,7 +15,6 @@ their input (``reduce.fuse_leading_sums``).
 """
 from __future__ import annotations
 
-
 import logging
 import math
 import os

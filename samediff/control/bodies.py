@@ -239,7 +239,6 @@ def align_captures(traced: Sequence[tuple[Graph, list]]) -> tuple[list[Graph], l
     bodies = []
     for graph, captures in traced:
         by_value = {id(x): name for x, name in captures}
-        own = set(by_value.values())
         names = []
         for x in union:
             name = by_value.get(id(x))
@@ -247,7 +246,7 @@ def align_captures(traced: Sequence[tuple[Graph, list]]) -> tuple[list[Graph], l
                 name = graph.unique("capture")
                 graph.add_var(name, VariableType.PLACEHOLDER, operand_type(x))
             names.append(name)
-        graph.order_inputs([n for n in graph.inputs if n not in own and n not in names] + names)
+        graph.order_inputs([n for n in graph.inputs if n not in names] + names)
         bodies.append(graph.freeze())
     return bodies, union
 

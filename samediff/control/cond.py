@@ -265,7 +265,6 @@ def _samediff_tracer(make: Callable[[], Any], fn: Callable, types: list,
     return trace
 
 
-
 # -- switch: one of N branches --------------------------------------------------------------------
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:

@@ -74,12 +74,22 @@ def _types(types: Sequence[TensorType], body: Graph, nc: int, nx: int,
     if len(outs) < nc:
         raise CarryError(f"scan: the body returns {len(outs)} output(s), fewer than its "
                          f"{nc} carry leaves")
-    for k, (a, b) in enumerate(zip(carry, outs)):
+    _check_carry(carry, outs)
+    return [TensorType(a.shape, a.dtype) for a in carry], outs[nc:]
+
+
+def _check_carry(given: Sequence[TensorType], returned: Sequence[TensorType]) -> None:
+    for k, (a, b) in enumerate(zip(given, returned)):
         if a.dtype != b.dtype or not _known_equal(a.shape, b.shape):
             raise CarryError(f"scan: the body changes carry leaf {k} from {a} to {b}; a carry "
                              f"keeps its shape and dtype from step to step (cast or reshape it "
                              f"in the body, or start from an init of the type it becomes)")
-    return [TensorType(a.shape, a.dtype) for a in carry], outs[nc:]
+
+
+def _check_structure(returned: Any, init: Any) -> None:
+    if returned != init:
+        raise CarryError(f"scan: f returned a carry of another structure ({returned}) than "
+                         f"init's ({init})")
 
 
 def _infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
@@ -233,9 +243,7 @@ def scan(f: Callable | Sequence[Any], init: Any = None, xs: Any = None,
         x = unflatten(x_s, leaves[nc:]) if x_s is not None else None
         new, y = _pair(f(carry, x))
         new_leaves, new_s = flatten(new)
-        if new_s != init_s:
-            raise CarryError(f"scan: f returned a carry of another structure ({new_s}) than "
-                             f"init's ({init_s})")
+        _check_structure(new_s, init_s)
         y_leaves, shapes["y"] = flatten(y) if y is not None else ([], None)
         return (*new_leaves, *y_leaves)
     graph, _, captured = trace_body(step, types, "scan: the body", freeze=False)
@@ -255,7 +263,8 @@ def _pair(result: Any) -> tuple[Any, Any]:
 
 
 def _length(x_leaves: list, length: int | None) -> int:
-    rows = {int(operand_type(x).shape[0]) if operand_type(x).shape else None for x in x_leaves}
+    shapes = [operand_type(x).shape for x in x_leaves]
+    rows = {int(shape[0]) if shape else None for shape in shapes}
     if None in rows:
         raise OpError("scan: every xs leaf needs a leading axis to scan over; got a scalar")
     rows.discard(-1)
@@ -275,19 +284,13 @@ def _eager(f: Callable, init: list, init_s: Any, x_leaves: list, x_s: Any, n: in
     carry = unflatten(init_s, init)
     ys: list[list] = [None] * n  # type: ignore[list-item]
     y_s = None
-    types = [type_of(np.asarray(v.numpy() if isinstance(v, NDArray) else v)) for v in init]
+    types = [operand_type(v) for v in init]
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         x = unflatten(x_s, [v[t] for v in x_leaves]) if x_s is not None else None
         carry, y = _pair(f(carry, x))
         leaves, s = flatten(carry)
-        if s != init_s:
-            raise CarryError(f"scan: f returned a carry of another structure ({s}) than "
-                             f"init's ({init_s})")
-        for k, (leaf, want) in enumerate(zip(leaves, types)):
-            got = operand_type(leaf)
-            if got.dtype != want.dtype or got.shape != want.shape:
-                raise CarryError(f"scan: the body changes carry leaf {k} from {want} to {got}; "
-                                 f"a carry keeps its shape and dtype from step to step")
+        _check_structure(s, init_s)
+        _check_carry(types, [operand_type(leaf) for leaf in leaves])
         ys[t], y_s = (flatten(y) if y is not None else ([], None))
     if y_s is None:
         return carry, None
