@@ -36,7 +36,7 @@ from samediff.dlpack import from_dlpack  # noqa: F401
 from samediff.functional import grad, value_and_grad  # noqa: F401
 from samediff.control import BranchMismatchError, CaptureError, PredicateError  # noqa: F401
 from samediff.control import cond as _cond, switch as _switch
-from samediff.control import CarryError, fori_loop, scan  # noqa: F401
+from samediff.control import CarryError, fori_loop, scan, while_loop  # noqa: F401
 from samediff.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from samediff.profiler import Profile, profile, profile_summary  # noqa: F401
 from samediff.losses import LossError, LossNamespace, LossReduce  # noqa: F401

@@ -28,7 +28,7 @@ from . import autodiff, serialize
 from .errors import GradientError
 from .array import NDArray, as_numpy
 from .compiler.cache import Structure
-from .control import if_cond
+from .control import if_cond, while_loop_nd4j
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
 from .frontends.nd4j import camel_case_method
 from .graph_args import parse_var_args, shape_arg
@@ -181,7 +181,8 @@ class _Recorder(GraphRecorder):
 
     read_hint = ("in a SameDiff graph: a variable's truth value or number is ambiguous until "
                  "the graph runs; compute it with v.eval() or sd.output(...), or keep the "
-                 "computation in ops (sd.base.where(cond, a, b) instead of `if`)")
+                 "computation in ops (sd.base.where(cond, a, b) or sd.ifCond instead of "
+                 "`if`, sd.whileLoop or nd.scan instead of a Python loop)")
 
     def __init__(self, sd: "SameDiff") -> None:
         super().__init__(sd.graph)
@@ -445,6 +446,19 @@ class SameDiff:
         return if_cond(self, out_name, if_name, cond, true_body, false_body, inputs)
 
     ifCond = if_cond
+
+    def while_loop(self, out_names: Any, loop_name: Any = None, loop_vars: Any = None,
+                   cond: Any = None, body: Any = None) -> list:
+        """ND4J's ``whileLoop(outputNames, loopName, loopVars, cond, body)`` (also
+        ``whileLoop(loopVars, cond, body)``): lambdas taking ``(sd, inputs)``; ``cond`` returns
+        a BOOL scalar, ``body`` the new loop variables; one ``while_loop`` node
+        (``samediff.control.while_loop``)."""
+        if callable(loop_name):  # whileLoop(loopVars, cond, body)
+            out_names, loop_name, loop_vars, cond, body = None, None, out_names, loop_name, \
+                loop_vars
+        return while_loop_nd4j(self, out_names, loop_name, loop_vars, cond, body)
+
+    whileLoop = while_loop
 
     def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
         """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the

@@ -194,7 +194,9 @@ class OpSurface:
 
 #: The remedy every "cannot read a symbolic value" error gives (traced arrays, ``nd.grad``'s
 #: values, SameDiff variables): one wording, from one place.
-KEEP_IN_OPS = "keep the computation in ops (nd.where(cond, a, b) instead of `if`)"
+KEEP_IN_OPS = ("keep the computation in ops (nd.where(cond, a, b) or nd.cond(pred, true_fn, "
+               "false_fn, *operands) instead of `if`; nd.fori_loop, nd.while_loop or nd.scan "
+               "instead of a Python loop whose count or condition is a traced value)")
 
 
 def read_error(description: str, hint: str) -> ConcretizationError:

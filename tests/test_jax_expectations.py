@@ -157,9 +157,21 @@ def test_grad_and_compile_give_the_same_error():
     with pytest.raises(ConcretizationError) as in_compile:
         nd.compile(_branchy)(x)
     head = "cannot read the data of a traced array (produced by gt (node 1)"
-    remedy = "keep the computation in ops (nd.where(cond, a, b) instead of `if`)"
+    remedies = ("nd.where(cond, a, b) or nd.cond(pred, true_fn, false_fn, *operands) instead "
+                "of `if`", "nd.fori_loop, nd.while_loop or nd.scan instead of a Python loop")
     for info in (in_grad, in_compile):
-        assert str(info.value).startswith(head) and remedy in str(info.value)
+        assert str(info.value).startswith(head)
+        assert all(remedy in str(info.value) for remedy in remedies)
+
+
+def test_a_python_loop_over_a_traced_count_names_the_loop_ops():
+    @nd.compile
+    def f(n, x):
+        for _ in range(n):  # the count is traced: its value is unknown while tracing
+            x = x * 2.0
+        return x
+    with pytest.raises(ConcretizationError, match="nd.fori_loop, nd.while_loop or nd.scan"):
+        f(nd.create(3), nd.create([1.0]))
 
 
 def test_samediff_variables_keep_their_type_error():

@@ -16,6 +16,8 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
   chain of ``cond`` s).
 * ``loops.py`` — ``scan`` (the op and ``nd.scan``; its gradient is a reverse scan) and
   ``fori_loop`` (a scan with a counter).
+* ``while_loop.py`` — ``while_loop`` (the op, ``nd.while_loop`` and ND4J's ``sd.whileLoop``),
+  with two gradients: save every carry, or binomial checkpointing.
 
 >>> import nd4py as nd
 >>> nd.cond(nd.create(True), lambda x: x + 1, lambda x: x - 1, nd.create([1.0])).numpy().tolist()
@@ -25,6 +27,8 @@ from .bodies import (BranchMismatchError, CaptureError, PredicateError, run_body
                      trace_body)
 from .cond import COND, cond, if_cond, switch  # noqa: F401
 from .loops import SCAN, CarryError, fori_loop, scan  # noqa: F401
+from .while_loop import WHILE, while_loop, while_loop_nd4j  # noqa: F401
 
 __all__ = ["BranchMismatchError", "CaptureError", "PredicateError", "COND", "cond", "if_cond",
-           "switch", "SCAN", "CarryError", "fori_loop", "scan", "run_body", "trace_body"]
+           "switch", "SCAN", "CarryError", "fori_loop", "scan", "WHILE", "while_loop", "while_loop_nd4j", "run_body",
+           "trace_body"]

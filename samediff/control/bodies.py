@@ -25,8 +25,9 @@ a body gets fused kernels like any graph, and the interpreter when the compiler 
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
 
@@ -224,6 +225,21 @@ def trace_body(fn: Callable[..., Any], types: Sequence[TensorType], what: str, *
         raise OpError(f"{what}: returned no arrays; a body returns at least one")
     graph.set_outputs(*names)
     return (graph.freeze() if freeze else graph), structure, (rec.captures if rec else [])
+
+
+@contextlib.contextmanager
+def keeping_outer_graphs(values: Sequence[Any]) -> Iterator[None]:
+    """Restore the SameDiff graphs of ``values`` if the block raises: recording a control-flow
+    node leaves nothing behind when a body or the node's type check fails."""
+    graphs = {id(x.sd.graph): x.sd.graph for x in values
+              if isinstance(x, GraphValue) and hasattr(x, "sd")}
+    saved = [(g, g.copy()) for g in graphs.values()]
+    try:
+        yield
+    except BaseException:
+        for graph, copy in saved:
+            graph.restore_from(copy)
+        raise
 
 
 def align_captures(traced: Sequence[tuple[Graph, list]]) -> tuple[list[Graph], list]:

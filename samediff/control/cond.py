@@ -38,8 +38,8 @@ from ..ops.call import op as _op
 from ..ops.registry import NONDIFF
 from ..recorder import GraphRecorder, GraphValue
 from .bodies import (BranchMismatchError, CaptureError, PredicateError, align_captures,
-                     describe_structure, is_symbolic, operand_type, run_body, trace_body,
-                     unflatten)
+                     describe_structure, is_symbolic, keeping_outer_graphs, operand_type,
+                     run_body, trace_body, unflatten)
 
 _BRANCHES = (("then_body", "the true branch"), ("else_body", "the false branch"))
 
@@ -205,8 +205,7 @@ def _record(pred: Any, operands: list, tracers: list[Callable[[], tuple]],
             name: str | None = None) -> Any:
     """Trace both branches and record one ``cond`` node; an outer graph an erring branch
     recorded into (an op on closed-over variables only) is restored first."""
-    outer = {id(g): (g, g.copy()) for g in _outer_graphs((pred, *operands))}
-    try:
+    with keeping_outer_graphs((pred, *operands)):
         (then_g, then_s, then_c), (else_g, else_s, else_c) = (trace() for trace in tracers)
         if then_s != else_s:
             raise BranchMismatchError(f"cond: the true branch returns "
@@ -215,15 +214,7 @@ def _record(pred: Any, operands: list, tracers: list[Callable[[], tuple]],
         (then_g, else_g), captured = align_captures([(then_g, then_c), (else_g, else_c)])
         out = bind(COND, [pred, *operands, *captured],
                    {"then_body": then_g, "else_body": else_g}, name)
-    except Exception:
-        for graph, saved in outer.values():
-            graph.restore_from(saved)
-        raise
     return unflatten(then_s, out if isinstance(out, tuple) else (out,))
-
-
-def _outer_graphs(values: Sequence[Any]) -> list[Graph]:
-    return [x.sd.graph for x in values if isinstance(x, GraphValue) and hasattr(x, "sd")]
 
 
 # -- ND4J's form --------------------------------------------------------------------------------
@@ -243,7 +234,7 @@ def if_cond(sd: Any, out_name: str | None, if_name: str | None, cond_fn: Callabl
                                  f"SameDiff, got {type(pred).__name__}")
         check_predicate(pred.ttype, "ifCond", kinds="b")
         types = [operand_type(x) for x in inputs]
-        tracers = [_samediff_tracer(type(sd), f, types, f"ifCond: {which}")
+        tracers = [samediff_tracer(type(sd), f, types, f"ifCond: {which}")
                    for f, (_, which) in zip((true_body, false_body), _BRANCHES)]
         with sd.graph.name_scope(if_name) if if_name else contextlib.nullcontext():
             return _record(pred, inputs, tracers, out_name)
@@ -252,16 +243,19 @@ def if_cond(sd: Any, out_name: str | None, if_name: str | None, cond_fn: Callabl
         raise
 
 
-def _samediff_tracer(make: Callable[[], Any], fn: Callable, types: list,
-                     what: str) -> Callable[[], tuple]:
+def samediff_tracer(make: Callable[[], Any], fn: Callable, types: list, what: str,
+                    hint: str = "ifCond(..., inputs=[...])") -> Callable[[], tuple]:
+    """A tracer of an ND4J lambda ``fn(sd, inputs)``, recording into a fresh SameDiff made by
+    ``make``; a variable of the outer SameDiff read by an op of the lambda is a
+    ``CaptureError`` naming ``hint``, where such variables go."""
     def trace() -> tuple:
         try:
             return trace_body(fn, types, what, samediff=make, freeze=False)
         except CaptureError:
             raise
         except GraphError as err:  # a variable of the outer SameDiff reached a body op
-            raise CaptureError(f"{what}: {err}; pass the outer variables the bodies read in "
-                               f"ifCond(..., inputs=[...])") from err
+            raise CaptureError(f"{what}: {err}; pass the outer variables the lambdas read in "
+                               f"{hint}") from err
     return trace
 
 

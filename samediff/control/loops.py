@@ -53,12 +53,14 @@ def _types(types: Sequence[TensorType], body: Graph, nc: int, nx: int,
            length: int) -> tuple[list[TensorType], list[TensorType]]:
     """(carry types, per-step output types) of ``body`` scanned over inputs of ``types``."""
     carry, xs, caps = list(types[:nc]), types[nc:nc + nx], list(types[nc + nx:])
+    if length < 0 and not nx:
+        raise OpError("scan: length=-1 (the xs' leading axis at run time) needs xs to scan")
     slices = []
     for k, t in enumerate(xs):
         if not t.shape:
             raise OpError(f"scan: xs leaf {k} is a scalar ({t}); scanned arrays need a leading "
-                          f"axis of length {length}")
-        if t.shape[0] >= 0 and t.shape[0] != length:
+                          f"axis to scan over")
+        if length >= 0 and t.shape[0] >= 0 and t.shape[0] != length:
             raise OpError(f"scan: xs leaf {k} is {t}: {t.shape[0]} rows along axis 0, but the "
                           f"scan runs {length} steps (every xs leaf needs that many)")
         slices.append(TensorType(t.shape[1:], t.dtype))
@@ -74,21 +76,23 @@ def _types(types: Sequence[TensorType], body: Graph, nc: int, nx: int,
     if len(outs) < nc:
         raise CarryError(f"scan: the body returns {len(outs)} output(s), fewer than its "
                          f"{nc} carry leaves")
-    _check_carry(carry, outs)
+    check_carry(carry, outs)
     return [TensorType(a.shape, a.dtype) for a in carry], outs[nc:]
 
 
-def _check_carry(given: Sequence[TensorType], returned: Sequence[TensorType]) -> None:
+def check_carry(given: Sequence[TensorType], returned: Sequence[TensorType],
+                what: str = "scan") -> None:
+    """A loop body returned carry leaves of the types it was given (an unknown dim matches)."""
     for k, (a, b) in enumerate(zip(given, returned)):
         if a.dtype != b.dtype or not _known_equal(a.shape, b.shape):
-            raise CarryError(f"scan: the body changes carry leaf {k} from {a} to {b}; a carry "
+            raise CarryError(f"{what}: the body changes carry leaf {k} from {a} to {b}; a carry "
                              f"keeps its shape and dtype from step to step (cast or reshape it "
                              f"in the body, or start from an init of the type it becomes)")
 
 
-def _check_structure(returned: Any, init: Any) -> None:
+def check_structure(returned: Any, init: Any, what: str = "scan") -> None:
     if returned != init:
-        raise CarryError(f"scan: f returned a carry of another structure ({returned}) than "
+        raise CarryError(f"{what}: the body returned a carry of another structure ({returned}) than "
                          f"init's ({init})")
 
 
@@ -103,6 +107,12 @@ def _impl(*vals: Any, body: Graph, num_carry: int, num_xs: int, length: int,
     carry = [np.asarray(v) for v in vals[:nc]]
     xs = [np.asarray(v) for v in vals[nc:nc + nx]]
     caps = list(vals[nc + nx:])
+    if length < 0:  # the number of steps is the xs' leading axis, known now
+        rows = {len(x) for x in xs}
+        if len(rows) != 1:
+            raise OpError(f"scan: the xs leaves have different numbers of rows {sorted(rows)}; "
+                          f"every xs leaf needs one row per step")
+        length = rows.pop()
     ys: list[np.ndarray] | None = None
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
         outs = run_body(body, [*carry, *[x[t] for x in xs], *caps])
@@ -125,7 +135,7 @@ def _carries_entering(body: Graph, nc: int) -> Graph:
     return g.freeze()
 
 
-def _backward_body(body: Graph, nc: int, nx: int, float_in: list[bool]) -> tuple[Graph, list]:
+def backward_body(body: Graph, nc: int, nx: int, float_in: list[bool]) -> tuple[Graph, list]:
     """The body of the backward scan, and which float captures it accumulates.
 
     Inputs: carry = (cotangents of the carry, one accumulator per float capture); xs = (the
@@ -152,21 +162,33 @@ def _backward_body(body: Graph, nc: int, nx: int, float_in: list[bool]) -> tuple
 
 
 def _grad(ins: list, outs: list, gs: list, attrs: Any) -> list:
-    body, nc, nx, n = attrs.body, attrs.num_carry, attrs.num_xs, attrs.length
+    def forward(entering_body: Graph) -> Any:
+        return bind(SCAN, list(ins), {"body": entering_body, "num_carry": attrs.num_carry,
+                                      "num_xs": attrs.num_xs, "length": attrs.length,
+                                      "reverse": attrs.reverse})
+    return loop_gradient(ins, outs, gs, attrs.body, attrs.num_carry, attrs.num_xs, attrs.length,
+                         attrs.reverse, forward)
+
+
+def loop_gradient(ins: list, outs: list, gs: list, body: Graph, nc: int, nx: int, length: int,
+                  reverse: bool, forward: Callable[[Graph], Any]) -> list:
+    """The gradient of a loop over ``body`` (``scan``, ``while_loop``) that saves every carry:
+    ``forward(entering_body)`` records the loop again with a body that also stacks the carry
+    entering each step; a ``scan`` in the opposite direction over those carries (``length``
+    steps; -1: as many as were saved) runs the body's VJP, threading the carry's cotangent and
+    summing the captures'."""
     float_in = [x.dtype.kind == "f" for x in ins]
     if not any(float_in) or not any(o.dtype.kind == "f" for o in outs):
         return [None] * len(ins)
-    common = {"num_carry": nc, "num_xs": nx, "length": n}
-    forward = bind(SCAN, list(ins), {"body": _carries_entering(body, nc), **common,
-                                     "reverse": attrs.reverse})
-    forward = forward if isinstance(forward, tuple) else (forward,)
-    entering = list(forward[-nc:]) if nc else []
+    saved = forward(_carries_entering(body, nc))
+    saved = saved if isinstance(saved, tuple) else (saved,)
+    entering = list(saved[-nc:]) if nc else []
     gs = [g if g is not None else _op.zeros_like(o) for g, o in zip(gs, outs)]
-    back, caps = _backward_body(body, nc, nx, float_in)
+    back, caps = backward_body(body, nc, nx, float_in)
     accs = [_op.zeros_like(ins[k]) for k in caps]
     res = bind(SCAN, [*gs[:nc], *accs, *entering, *ins[nc:nc + nx], *gs[nc:], *ins[nc + nx:]],
                {"body": back, "num_carry": nc + len(caps), "num_xs": nc + nx + len(outs) - nc,
-                "length": n, "reverse": not attrs.reverse})
+                "length": length, "reverse": not reverse})
     res = list(res) if isinstance(res, tuple) else [res]
     grads: list = [None] * len(ins)
     for k in range(nc):
@@ -243,7 +265,7 @@ def scan(f: Callable | Sequence[Any], init: Any = None, xs: Any = None,
         x = unflatten(x_s, leaves[nc:]) if x_s is not None else None
         new, y = _pair(f(carry, x))
         new_leaves, new_s = flatten(new)
-        _check_structure(new_s, init_s)
+        check_structure(new_s, init_s)
         y_leaves, shapes["y"] = flatten(y) if y is not None else ([], None)
         return (*new_leaves, *y_leaves)
     graph, _, captured = trace_body(step, types, "scan: the body", freeze=False)
@@ -289,8 +311,8 @@ def _eager(f: Callable, init: list, init_s: Any, x_leaves: list, x_s: Any, n: in
         x = unflatten(x_s, [v[t] for v in x_leaves]) if x_s is not None else None
         carry, y = _pair(f(carry, x))
         leaves, s = flatten(carry)
-        _check_structure(s, init_s)
-        _check_carry(types, [operand_type(leaf) for leaf in leaves])
+        check_structure(s, init_s)
+        check_carry(types, [operand_type(leaf) for leaf in leaves])
         ys[t], y_s = (flatten(y) if y is not None else ([], None))
     if y_s is None:
         return carry, None
