@@ -21,7 +21,7 @@ losses are summed; a non-scalar loss counts as the sum of its elements.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from .errors import GradientError  # noqa: F401  (raised here; importers may take it from here)
 from .ir import Graph
@@ -44,12 +44,15 @@ def unbroadcast(g: Any, x: Any) -> Any:
     return op.reduce_to_like(g, x)
 
 
-def grad(graph: Graph, losses: list[str], wrt: list[str],
-         scope: str = "grad") -> tuple[Graph, dict[str, str]]:
+def grad(graph: Graph, losses: list[str], wrt: list[str], scope: str = "grad",
+         seeds: Mapping[str, str] | None = None) -> tuple[Graph, dict[str, str]]:
     """The backward pass of ``sum(losses)`` as a graph transform: returns a **new** graph —
     ``graph`` plus the nodes computing the gradients of ``wrt`` (named ``<name>-grad`` where
     that name is free, else under ``scope/``) — and ``{variable: gradient name}``. ``graph``
     itself is not changed, also when this raises.
+
+    ``seeds``: ``{loss: variable}`` — start the loss's backward pass from that variable (its
+    cotangent, of the loss's type) instead of ones: a vector-Jacobian product.
 
     >>> import numpy as np
     >>> from samediff.ir import VariableType
@@ -97,7 +100,7 @@ def grad(graph: Graph, losses: list[str], wrt: list[str],
     scratch = graph.copy()
     rec = GraphRecorder(scratch)
     with scratch.name_scope(scope):
-        totals = _backward(rec, forward, losses, wrt, depends, needed)
+        totals = _backward(rec, forward, losses, wrt, depends, needed, seeds or {})
     result: dict[str, str] = {}
     renamed: dict[str, str] = {}  # one value may be the gradient of several variables
     for name, total in totals.items():
@@ -107,13 +110,15 @@ def grad(graph: Graph, losses: list[str], wrt: list[str],
 
 
 def _backward(rec: GraphRecorder, forward: list, losses: list[str], wrt: list[str],
-              depends: set, needed: set) -> dict[str, GraphValue]:
+              depends: set, needed: set, seeds: Mapping[str, str]) -> dict[str, GraphValue]:
     variables = rec.graph.vars
     value = rec.handle
     grads: dict[str, list] = {}
     blocked: list[str] = []
     for name in losses:
-        grads.setdefault(name, []).append(op.ones_like(value(name)))
+        seed = seeds.get(name)
+        grads.setdefault(name, []).append(op.ones_like(value(name)) if seed is None
+                                          else value(seed))
     for node in reversed(forward):
         if not any(o in grads for o in node.outputs):
             continue

@@ -66,26 +66,29 @@ def set_strict(flag: bool) -> bool:
     return previous
 
 
-def _compute_dtype(types: list[TensorType]) -> np.dtype | None:
+def compute_dtype(types: list[TensorType]) -> np.dtype | None:
     strong = [t.dtype for t in types if not t.weak and t.dtype in FLOATS]
     if strong:
         return np.result_type(*strong)
     return None
 
 
-def fusable(node: Any, types: Sequence[TensorType]) -> bool:
+def fusable(node: Any, types: Sequence[TensorType], rank0: bool = False) -> bool:
+    """Can a kernel compute ``node`` element by element (``op.scalar``, float or bool values)?
+    A rank-0 result only with ``rank0`` (a loop kernel's scalars): launching a kernel for one
+    costs more than numpy's scalar math."""
     if not node.op.fusable or len(node.outputs) != 1:
         return False
     ins = [types[i] for i in node.inputs]
     out = types[node.outputs[0]]
-    if not out.shape:  # a rank-0 result: launching a kernel costs more than numpy's scalar math
+    if not out.shape and not rank0:
         return False
     allowed = (*FLOATS, BOOL)
     if out.dtype not in allowed or any(t.dtype not in allowed and not t.weak for t in ins):
         return False
     if any(t.weak and t.dtype.kind not in "fib" for t in ins):
         return False
-    if out.dtype in FLOATS and _compute_dtype(ins) is None and not all(t.weak for t in ins):
+    if out.dtype in FLOATS and compute_dtype(ins) is None and not all(t.weak for t in ins):
         return False  # e.g. a float result computed from bool inputs only: leave it to numpy
     if any(len(t.shape) > len(out.shape) for t in ins):
         return False
@@ -279,7 +282,7 @@ class KernelStep:
             ins = [types[i] for i in n.inputs]
             out = f"t{k}"
             specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), out,
-                                  types[n.outputs[0]].dtype, _compute_dtype(ins)))
+                                  types[n.outputs[0]].dtype, compute_dtype(ins)))
             refs[n.outputs[0]] = out
         self.flat = flat
         sums = [n for n in self.nodes if n.outputs[0] in self.sum_leads]
@@ -511,7 +514,7 @@ class ReduceStep(KernelStep):
         for k, n in enumerate(chain):
             specs.append(NodeSpec(n.op, n.attrs, tuple(refs[i] for i in n.inputs), f"t{k}",
                                   types[n.outputs[0]].dtype,
-                                  _compute_dtype([types[i] for i in n.inputs])))
+                                  compute_dtype([types[i] for i in n.inputs])))
             refs[n.outputs[0]] = f"t{k}"
         out = self.reduction.outputs[0]
         return KernelSpec(2, False, patterns, len(self.scalars), tuple(specs),

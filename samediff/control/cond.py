@@ -112,22 +112,24 @@ def _differentiable_reach(body: Graph, start: str) -> set[str]:
 
 
 def vjp_body(body: Graph, wrt: Sequence[int], cotangents: Sequence[TensorType]) -> Graph:
-    """The body ``(*inputs, *cotangents) -> gradient of sum(out_i * g_i) for inputs[wrt]``:
-    ``body`` with cotangent placeholders and a scalar loss, differentiated by ``autodiff.grad``.
-    An input no gradient reaches gets zeros (JAX's symbolic zero, made concrete)."""
+    """The body ``(*inputs, *cotangents) -> the vector-Jacobian product for inputs[wrt]``:
+    ``body`` with cotangent placeholders seeding ``autodiff.grad`` at its float outputs (an
+    output returned twice gets the sum of its cotangents). An input no gradient reaches gets
+    zeros (JAX's symbolic zero, made concrete)."""
     g = body.copy()
     rec = GraphRecorder(g)
     inputs = g.inputs
     cts = [rec.add(VariableType.PLACEHOLDER, t, g.unique("cotangent")) for t in cotangents]
-    terms = [(rec.handle(o) * ct).sum() for o, ct in zip(g.outputs, cts)
-             if g.vars[o].ttype.dtype.kind == "f"]
-    loss = terms[0]
-    for t in terms[1:]:
-        loss = loss + t
-    reached = [inputs[i] for i in wrt if loss.name in _differentiable_reach(g, inputs[i])]
+    seeds: dict[str, Any] = {}
+    for o, ct in zip(g.outputs, cts):
+        if g.vars[o].ttype.dtype.kind == "f":
+            seeds[o] = seeds[o] + ct if o in seeds else ct
+    reached = [inputs[i] for i in wrt
+               if not seeds.keys().isdisjoint(_differentiable_reach(g, inputs[i]))]
     names: dict[str, str] = {}
     if reached:
-        g, names = autodiff.grad(g, [loss.name], reached, scope="vjp")
+        g, names = autodiff.grad(g, list(seeds), reached, scope="vjp",
+                                 seeds={o: v.name for o, v in seeds.items()})
     zeros = GraphRecorder(g)
     outs = [names[inputs[i]] if inputs[i] in names
             else _op.zeros_like(zeros.handle(inputs[i])).name for i in wrt]

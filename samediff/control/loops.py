@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..array import CURRENT_TRACE, NDArray, bind, type_of
+from ..compiler.loop_kernels import run_loop
 from ..errors import OpError
 from ..ir import Graph, VariableType
 from ..ops import REQUIRED, Attr, TensorType, define
@@ -113,6 +114,10 @@ def _impl(*vals: Any, body: Graph, num_carry: int, num_xs: int, length: int,
             raise OpError(f"scan: the xs leaves have different numbers of rows {sorted(rows)}; "
                           f"every xs leaf needs one row per step")
         length = rows.pop()
+    whole = run_loop(None, body, vals, nc, nx, length, reverse, -1)
+    if whole is not None:  # compiled whole: every step in one Numba function
+        out = whole[0] + whole[1]
+        return tuple(out) if len(out) > 1 else out[0]
     ys: list[np.ndarray] | None = None
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
         outs = run_body(body, [*carry, *[x[t] for x in xs], *caps])

@@ -19,8 +19,10 @@ Gradients, chosen per node by ``checkpoint``:
   rest: one pass counts the trip count ``T``, then binomial checkpointing (Griewank's
   ``revolve`` schedule, ``reverse_with_checkpoints``) reverses the ``T`` steps. With ``r`` the
   least integer such that ``C(k + 1 + r, r) >= T``, each step is recomputed at most ``r``
-  times: ``k = 10`` reverses 1,000 steps with at most 3 extra evaluations of each, 10,000
-  with 5. Memory O(k · carry). This gradient is not differentiable again.
+  times: ``k = 10`` reverses 1,000 steps with at most 4 evaluations of each (3.6 on
+  average), 10,000 with 6 (5.5); with the forward pass and the counting pass, the gradient
+  costs about 6 and 8 forward passes. Memory O(k · carry). This gradient is not
+  differentiable again.
 
 >>> import nd4py as nd
 >>> halve = lambda v: while_loop(lambda x: x.sum() > 1.0, lambda x: x * 0.5, v)
@@ -38,6 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..array import CURRENT_TRACE, NDArray, bind, type_of
+from ..compiler.loop_kernels import run_loop
 from ..errors import GradientError, OpError
 from ..ir import Graph
 from ..ops import REQUIRED, Attr, TensorType, define
@@ -104,6 +107,10 @@ def _steps(cond: Graph, body: Graph, carry: list, caps: list, limit: int):
 
 def _impl(*vals: Any, **attrs: Any) -> Any:
     cond, body, nc = attrs["cond"], attrs["body"], attrs["num_carry"]
+    whole = run_loop(cond, body, vals, nc, 0, -1, False, attrs["max_iterations"])
+    if whole is not None:  # compiled whole: every step in one Numba function
+        out = whole[0] + whole[1]
+        return tuple(out) if len(out) > 1 else out[0]
     carry, caps = [np.asarray(v) for v in vals[:nc]], list(vals[nc:])
     ys: list[list] = []
     for _, outs in _steps(cond, body, carry, caps, attrs["max_iterations"]):

@@ -1,0 +1,240 @@
+"""Loops: nd4py's ``fori_loop`` / ``while_loop`` / ``scan`` inside ``@nd.compile`` against
+numpy (a Python loop), ``jax.jit`` of the same ``lax`` loop and PyTorch eager (a Python loop)
+when they are installed — all float64, medians of interleaved rounds, ratios from the same run.
+
+Rows:
+
+* **newton-fori**: 1,000 Newton steps ``x <- (x + a / x) / 2`` on a 64-vector
+  (``fori_loop``; the body fuses: the loop runs compiled whole);
+* **newton-while**: the same 1,000 steps as a ``while_loop`` on a counter;
+* **scan-fused**: a 1,000-step ``scan`` of ``c <- 0.9 c + x``, stacking ``c`` (rows of 64);
+* **scan-matmul**: a 200-step RNN ``h <- tanh(h @ W + x)`` (64x64): the body holds a matmul,
+  so it does not fuse whole and every step runs the body's plan — the per-step overhead row;
+* **grad-while** / **grad-while-ckpt**: reverse mode through a 200-step ``while_loop``
+  (save every carry; ``checkpoint=8``) — JAX cannot differentiate ``while_loop``, its row is
+  ``jax.grad`` of the equivalent ``fori_loop`` (a scan).
+
+Goal (issue 24): newton and scan-fused <= 1.0x jax.jit. Run ``python
+benchmarks/bench_control_flow.py [--json] [--quick] [--busy]`` (``--busy``: another process
+spins on one core meanwhile).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import time
+
+import numpy as np
+
+import nd4py as nd
+
+N, STEPS, RNN_STEPS, GRAD_STEPS = 64, 1000, 200, 200
+BURST = 5  # calls per sample
+RNG = np.random.default_rng(0)
+A = np.linspace(1.0, 4.0, N)
+XS = RNG.uniform(-1.0, 1.0, (STEPS, N))
+RX = RNG.uniform(-1.0, 1.0, (RNN_STEPS, N))
+RW = RNG.normal(0.0, 1.0 / np.sqrt(N), (N, N))
+
+
+def nd_rows() -> dict:
+    a, xs, rx, rw = nd.create(A), nd.create(XS), nd.create(RX), nd.create(RW)
+
+    @nd.compile
+    def newton_fori(a):
+        return nd.fori_loop(0, STEPS, lambda i, x: 0.5 * (x + a / x), a)
+
+    @nd.compile
+    def newton_while(a):
+        return nd.while_loop(lambda c: c[0] < STEPS, lambda c: (c[0] + 1, 0.5 * (c[1] + a / c[1])),
+                             (nd.create(0), a))[1]
+
+    @nd.compile
+    def scan_fused(xs):
+        return nd.scan(lambda c, x: (c * 0.9 + x, c), nd.create(np.zeros(N)), xs)
+
+    @nd.compile
+    def scan_matmul(xs, w):
+        return nd.scan(lambda h, x: (nd.tanh(h.mmul(w) + x), None), nd.create(np.zeros((1, N))),
+                       xs.reshape(RNN_STEPS, 1, N))[0]
+
+    def grad_while(checkpoint):
+        def loss(v):
+            out = nd.while_loop(lambda c: c[0] < GRAD_STEPS,
+                                lambda c: (c[0] + 1, nd.sin(c[1]) * 0.9 + v * 0.1),
+                                (nd.create(0), v), checkpoint=checkpoint)
+            return out[1].sum()
+        return nd.compile(nd.grad(loss))
+    g_all, g_ckpt = grad_while(None), grad_while(8)
+    return {"newton-fori": lambda: newton_fori(a), "newton-while": lambda: newton_while(a),
+            "scan-fused": lambda: scan_fused(xs), "scan-matmul": lambda: scan_matmul(rx, rw),
+            "grad-while": lambda: g_all(a), "grad-while-ckpt": lambda: g_ckpt(a)}
+
+
+def numpy_rows() -> dict:
+    def newton():
+        x = A
+        for _ in range(STEPS):
+            x = 0.5 * (x + A / x)
+        return x
+
+    def scan_fused():
+        c, ys = np.zeros(N), np.empty((STEPS, N))
+        for t in range(STEPS):
+            ys[t] = c
+            c = c * 0.9 + XS[t]
+        return c, ys
+
+    def scan_matmul():
+        h = np.zeros((1, N))
+        for t in range(RNN_STEPS):
+            h = np.tanh(h @ RW + RX[t])
+        return h
+
+    def grad_while():  # forward saving every carry, then the reverse pass by hand
+        xs = [A]
+        for _ in range(GRAD_STEPS):
+            xs.append(np.sin(xs[-1]) * 0.9 + A * 0.1)
+        g, gv = np.ones(N), np.zeros(N)
+        for x in reversed(xs[:-1]):
+            gv += g * 0.1
+            g = g * np.cos(x) * 0.9
+        return g + gv
+    return {"newton-fori": newton, "newton-while": newton, "scan-fused": scan_fused,
+            "scan-matmul": scan_matmul, "grad-while": grad_while, "grad-while-ckpt": grad_while}
+
+
+def jax_rows() -> dict | None:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    lax = jax.lax
+    a, xs, rx, rw = (jnp.asarray(v) for v in (A, XS, RX, RW))
+    newton = jax.jit(lambda a: lax.fori_loop(0, STEPS, lambda i, x: 0.5 * (x + a / x), a))
+    newton_w = jax.jit(lambda a: lax.while_loop(lambda c: c[0] < STEPS,
+                                                lambda c: (c[0] + 1, 0.5 * (c[1] + a / c[1])),
+                                                (0, a))[1])
+    scan_fused = jax.jit(lambda xs: lax.scan(lambda c, x: (c * 0.9 + x, c), jnp.zeros(N), xs))
+    scan_matmul = jax.jit(lambda xs, w: lax.scan(lambda h, x: (jnp.tanh(h @ w + x), None),
+                                                 jnp.zeros((1, N)), xs.reshape(-1, 1, N))[0])
+
+    def loss(v):
+        return lax.fori_loop(0, GRAD_STEPS, lambda i, x: jnp.sin(x) * 0.9 + v * 0.1, v).sum()
+    grad = jax.jit(jax.grad(loss))
+    ready = jax.block_until_ready
+    return {"newton-fori": lambda: ready(newton(a)), "newton-while": lambda: ready(newton_w(a)),
+            "scan-fused": lambda: ready(scan_fused(xs)),
+            "scan-matmul": lambda: ready(scan_matmul(rx, rw)),
+            "grad-while": lambda: ready(grad(a)), "grad-while-ckpt": lambda: ready(grad(a))}
+
+
+def torch_rows() -> dict | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    a, xs, rx, rw = (torch.tensor(v) for v in (A, XS, RX, RW))
+
+    def newton():
+        x = a
+        for _ in range(STEPS):
+            x = 0.5 * (x + a / x)
+        return x
+
+    def scan_fused():
+        c, ys = torch.zeros(N, dtype=torch.float64), torch.empty(STEPS, N, dtype=torch.float64)
+        for t in range(STEPS):
+            ys[t] = c
+            c = c * 0.9 + xs[t]
+        return c, ys
+
+    def scan_matmul():
+        h = torch.zeros(1, N, dtype=torch.float64)
+        for t in range(RNN_STEPS):
+            h = torch.tanh(h @ rw + rx[t])
+        return h
+
+    def grad_while():
+        v = a.clone().requires_grad_(True)
+        x = v
+        for _ in range(GRAD_STEPS):
+            x = torch.sin(x) * 0.9 + v * 0.1
+        x.sum().backward()
+        return v.grad
+    return {"newton-fori": newton, "newton-while": newton, "scan-fused": scan_fused,
+            "scan-matmul": scan_matmul, "grad-while": grad_while, "grad-while-ckpt": grad_while}
+
+
+def _spin(stop) -> None:
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else 15
+    contestants = {"nd4py": nd_rows(), "numpy": numpy_rows()}
+    for name, make in (("jax.jit", jax_rows), ("torch", torch_rows)):
+        rows = make()
+        if rows is not None:
+            contestants[name] = rows
+    stop, spinner = multiprocessing.Event(), None
+    if args.busy:
+        spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+        spinner.start()
+    try:
+        for rows in contestants.values():  # warm-up (compiles)
+            for fn in rows.values():
+                fn()
+        samples: dict = {c: {r: [] for r in rows} for c, rows in contestants.items()}
+        names = list(contestants)
+        # interleaved: per round and row every contestant runs a burst of calls, in rotating
+        # order; a sample is the burst's median (its first call may pay for the previous
+        # contestant's threads still spinning: XLA's and torch's pools do)
+        for k in range(rounds):
+            for row in contestants["nd4py"]:
+                for c in names[k % len(names):] + names[:k % len(names)]:
+                    fn, burst = contestants[c][row], []
+                    for _ in range(BURST):
+                        t0 = time.perf_counter()
+                        fn()
+                        burst.append((time.perf_counter() - t0) * 1e3)
+                    samples[c][row].append(statistics.median(burst))
+    finally:
+        stop.set()
+        if spinner is not None:
+            spinner.join()
+    result = {}
+    for row in contestants["nd4py"]:
+        ours = samples["nd4py"][row]
+        entry = {"nd4py_ms": statistics.median(ours)}
+        for c in names[1:]:
+            theirs = samples[c][row]
+            entry[f"{c}_ms"] = statistics.median(theirs)
+            entry[f"vs_{c}"] = statistics.median([o / t for o, t in zip(ours, theirs)])
+        result[row] = entry
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{'row':<16}" + "".join(f"{c + ' ms':>13}" for c in names)
+          + "".join(f"{'/' + c:>11}" for c in names[1:]) + ("   (busy core)" if args.busy else ""))
+    for row, e in result.items():
+        print(f"{row:<16}" + "".join(f"{e[c + '_ms']:>13.3f}" for c in names)
+              + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
+    print(f"per step, scan-matmul: nd4py {result['scan-matmul']['nd4py_ms'] / RNN_STEPS * 1e3:.1f}"
+          f" us (the body's plan per step; not fused whole)")
+
+
+if __name__ == "__main__":
+    main()
