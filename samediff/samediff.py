@@ -26,7 +26,7 @@ import numpy as np
 
 from . import autodiff, serialize
 from .errors import GradientError
-from .array import NDArray, as_numpy
+from .array import ACTIVE_BODY, NDArray, as_numpy
 from .compiler.cache import Structure
 from .control import if_cond, while_loop_nd4j
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
@@ -413,7 +413,12 @@ class SameDiff:
 
     def _record(self, op: Any, inputs: list, attrs: dict, name: str | None = None) -> Any:
         """Record ``op`` into this graph, whatever its inputs are (``sd.math.*`` functions with
-        no variable input still belong here); ops on variables reach it through ``bind``."""
+        no variable input still belong here); ops on variables reach it through ``bind``. In a
+        control-flow body being recorded (``nd.scan(lambda h, x: sd.math.tanh(...))``) an op
+        on the body's values records into the body."""
+        body = ACTIVE_BODY.get()
+        if body is not None and any(isinstance(x, GraphValue) and body.owns(x) for x in inputs):
+            return body.record(op, inputs, attrs, name)
         return self._recorder.record(op, inputs, attrs, name)
 
     # -- execution ------------------------------------------------------------------------

@@ -117,6 +117,7 @@ def test_both_gradient_strategies_equal_finite_differences(checkpoint):
 
 
 @pytest.mark.compiled
+@pytest.mark.heavy(seconds=8)
 def test_compiled_gradients_of_both_strategies_agree():
     for checkpoint in (None, 3):
         g = nd.compile(nd.grad(lambda w: _loss(w, nd.create(X0), checkpoint)))

@@ -87,3 +87,16 @@ def test_cnn_digits_on_idx_files(tmp_path):
                "--verbose", "0", ND4PY_COMPILE="interpret")
     assert "MNIST: 64 training and 32 test images of 28x28" in out
     assert "reloaded" in out and "max difference" in out
+
+
+@pytest.mark.heavy(seconds=12)
+def test_control_flow_newton_gradient_and_scan_rnn_reach_95_percent():
+    pytest.importorskip("sklearn")
+    out = _run("examples/control_flow.py")
+    gap = float(out.split("largest difference ")[1].split()[0])
+    assert gap <= 1e-9, out  # through the while loop == the implicit function theorem
+    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
+    assert accuracy >= 0.95, out
+    assert "reloaded: " + f"{accuracy:.4f}" in out
+    first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
+    assert last < first, out
