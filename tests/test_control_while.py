@@ -117,12 +117,13 @@ def test_both_gradient_strategies_equal_finite_differences(checkpoint):
 
 
 @pytest.mark.compiled
-@pytest.mark.heavy(seconds=8)
-def test_compiled_gradients_of_both_strategies_agree():
-    for checkpoint in (None, 3):
-        g = nd.compile(nd.grad(lambda w: _loss(w, nd.create(X0), checkpoint)))
-        eager = nd.grad(lambda w: _loss(w, nd.create(X0), checkpoint))(nd.create(W))
-        np.testing.assert_allclose(g(nd.create(W)).numpy(), eager.numpy(), rtol=1e-12)
+@pytest.mark.heavy(seconds=4)
+def test_the_compiled_gradient_agrees():
+    """(The loops of the save-all gradient compile whole; checkpoint=k's runs its schedule
+    step by step either way: tests/test_control_programs.py compiles one.)"""
+    g = nd.compile(nd.grad(lambda w: _loss(w, nd.create(X0), None)))
+    eager = nd.grad(lambda w: _loss(w, nd.create(X0), None))(nd.create(W))
+    np.testing.assert_allclose(g(nd.create(W)).numpy(), eager.numpy(), rtol=1e-12)
 
 
 def test_a_zero_trip_loop_passes_the_gradient_through():

@@ -156,3 +156,14 @@ def test_background_mode_steps_until_the_loop_function_is_ready():
     np.testing.assert_allclose(first, want, rtol=1e-13)
     np.testing.assert_array_equal(again, first)
     assert kernels[0].runs >= 1
+
+
+@pytest.mark.compiled
+def test_explain_says_how_each_loop_runs():
+    fused = nd.compile(lambda x: nd.scan(lambda c, r: (c * 0.5 + r, None), x[0], x)[0])
+    fused(nd.create(ROWS))
+    assert "scan [body: " in fused.explain() and "compiled whole" in fused.explain()
+    mats = nd.create(np.ones((2, 3, 3)))
+    stepped = nd.compile(lambda a: nd.scan(lambda c, m: (c.mmul(m), None), a, mats)[0])
+    stepped(nd.create(np.eye(3)))
+    assert "per-step plans (" in stepped.explain()

@@ -54,6 +54,19 @@ def loop_kernel(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc
     return kernel
 
 
+def describe(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc: int,
+             nx: int) -> str:
+    """How a compiled plan runs this loop, for ``explain()``: whole, or step by step and why."""
+    from .loop_codegen import LoopKernel, Unsupported
+    try:
+        LoopKernel(cond, body, types, nc, nx)
+    except Unsupported as why:
+        return f"per-step plans ({why})"
+    except Exception as exc:  # noqa: BLE001 - (explain() never fails for a description)
+        return f"per-step plans ({type(exc).__name__})"
+    return "compiled whole (one Numba loop)"
+
+
 def _warm(key: tuple) -> None:
     """Compile a loop function on the compile thread: one call on operands of its types."""
     kernel = _BY_KEY[key]

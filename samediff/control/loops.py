@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..array import CURRENT_TRACE, NDArray, bind, type_of
-from ..compiler.loop_kernels import run_loop
+from ..compiler.loop_kernels import describe as describe_loop, run_loop
 from ..errors import OpError
 from ..ir import Graph, VariableType
 from ..ops import REQUIRED, Attr, TensorType, define
@@ -213,6 +213,7 @@ SCAN = define(
            "num_xs": (Attr.INT, REQUIRED), "length": (Attr.INT, REQUIRED),
            "reverse": (Attr.BOOL, False)},
     bodies=("body",), grad=_grad,
+    route=lambda types, a: describe_loop(None, a.body, types, a.num_carry, a.num_xs),
     doc="scan(*carry, *xs, *captures): the body applied `length` times, threading the carry "
         "and stacking its per-step outputs; returns (final carry..., stacked outputs...). The "
         "functional form is nd.scan(f, init, xs, length, reverse).")

@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..array import CURRENT_TRACE, NDArray, bind, type_of
-from ..compiler.loop_kernels import run_loop
+from ..compiler.loop_kernels import describe as describe_loop, run_loop
 from ..errors import GradientError, OpError
 from ..ir import Graph
 from ..ops import REQUIRED, Attr, TensorType, define
@@ -154,6 +154,7 @@ WHILE = define(
            "num_carry": (Attr.INT, REQUIRED), "max_iterations": (Attr.INT, -1),
            "checkpoint": (Attr.INT, 0)},
     bodies=("cond", "body"), grad=_grad, value_shaped=True,  # (the per-step outputs' length)
+    route=lambda types, a: describe_loop(a.cond, a.body, types, a.num_carry, 0),
     doc="while_loop(*carry, *captures): the body applied while cond holds (at most "
         "max_iterations times); returns (final carry..., stacked per-step outputs...). The "
         "functional form is nd.while_loop(cond_fun, body_fun, init).")
