@@ -74,7 +74,8 @@ def build(steps: int, rng: np.random.Generator) -> SameDiff:
     u = sd.var("u", (np.eye(HIDDEN) * 0.5 + rng.normal(0, 0.5 / np.sqrt(HIDDEN),
                                                        (HIDDEN, HIDDEN))).astype(np.float32))
     b = sd.var("b", np.zeros(HIDDEN, np.float32))
-    out_w = sd.var("out_w", rng.normal(0, 1 / np.sqrt(HIDDEN), (HIDDEN, CLASSES)).astype(np.float32))
+    out_w = sd.var("out_w", rng.normal(0, 1 / np.sqrt(HIDDEN),
+                                       (HIDDEN, CLASSES)).astype(np.float32))
     out_b = sd.var("out_b", np.zeros(CLASSES, np.float32))
     rows = pixels.reshape(-1, ROWS, ROWS).permute(1, 0, 2)   # [time, batch, features]
     h0 = sd.math.tanh(rows[0].mmul(w) + b)                    # the first row starts the state

@@ -56,7 +56,7 @@ DAMAGE = {
         lambda g: _inner(g)["nodes"][0]["inputs"].__setitem__(
             0, _inner(g)["nodes"][-1]["outputs"][0]), "no variable named"),
     "a body without the node's captured input": (
-        lambda g: g["nodes"][0]["attrs"]["cond"]["variables"].pop(1), "takes 1 inputs, got 2"),
+        lambda g: g["nodes"][0]["attrs"]["cond"]["variables"].pop(1), "takes 1 input\\(s\\), got 2"),
     "a nested scan's num_xs": (
         lambda g: _body(g)["nodes"][0]["attrs"].__setitem__("num_xs", 7), "scan"),
     "num_carry out of range": (

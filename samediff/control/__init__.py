@@ -30,5 +30,5 @@ from .loops import SCAN, CarryError, fori_loop, scan  # noqa: F401
 from .while_loop import WHILE, while_loop, while_loop_nd4j  # noqa: F401
 
 __all__ = ["BranchMismatchError", "CaptureError", "PredicateError", "COND", "cond", "if_cond",
-           "switch", "SCAN", "CarryError", "fori_loop", "scan", "WHILE", "while_loop", "while_loop_nd4j", "run_body",
-           "trace_body"]
+           "switch", "SCAN", "CarryError", "fori_loop", "scan", "WHILE", "while_loop",
+           "while_loop_nd4j", "run_body", "trace_body"]

@@ -267,6 +267,22 @@ def align_captures(traced: Sequence[tuple[Graph, list]]) -> tuple[list[Graph], l
     return bodies, union
 
 
+# -- typing -----------------------------------------------------------------------------------
+
+def body_types(body: Graph, types: Sequence[TensorType], what: str, which: str,
+               detail: str = "") -> list[TensorType]:
+    """The output types of ``body`` (``which`` names it in ``what``'s errors: "the body", "the
+    true branch") applied to inputs of ``types``; ``detail`` says what those inputs are."""
+    if len(body.inputs) != len(types):
+        raise OpError(f"{what}: {which} takes {len(body.inputs)} input(s), got {len(types)}"
+                      f"{detail}")
+    try:
+        known = body.retype(dict(zip(body.inputs, types)))
+    except OpError as err:
+        raise type(err)(f"{what}: in {which}: {err}") from None
+    return [known[o] for o in body.outputs]
+
+
 # -- running ----------------------------------------------------------------------------------
 
 class _Runner:

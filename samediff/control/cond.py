@@ -38,8 +38,8 @@ from ..ops.call import op as _op
 from ..ops.registry import NONDIFF
 from ..recorder import GraphRecorder, GraphValue
 from .bodies import (BranchMismatchError, CaptureError, PredicateError, align_captures,
-                     describe_structure, is_symbolic, keeping_outer_graphs, operand_type,
-                     run_body, trace_body, unflatten)
+                     body_types, describe_structure, is_symbolic, keeping_outer_graphs,
+                     operand_type, run_body, trace_body, unflatten)
 
 _BRANCHES = (("then_body", "the true branch"), ("else_body", "the false branch"))
 
@@ -56,18 +56,6 @@ def check_predicate(t: TensorType, what: str = "cond", kinds: str = "biu") -> No
         want = "BOOL" if kinds == "b" else "bool or an integer"
         raise PredicateError(f"{what}: the predicate must be {want}, got {t}; compare it "
                              f"first (e.g. x > 0)")
-
-
-def body_types(body: Graph, types: Sequence[TensorType], which: str) -> list[TensorType]:
-    """The output types of ``body`` applied to inputs of ``types``."""
-    inputs = body.inputs
-    if len(inputs) != len(types):
-        raise OpError(f"cond: {which} takes {len(inputs)} operand(s), got {len(types)}")
-    try:
-        known = body.retype(dict(zip(inputs, types)))
-    except OpError as err:
-        raise type(err)(f"cond: in {which}: {err}") from None
-    return [known[o] for o in body.outputs]
 
 
 def merge_branch_types(then: list[TensorType], other: list[TensorType]) -> list[TensorType]:
@@ -91,7 +79,8 @@ def merge_branch_types(then: list[TensorType], other: list[TensorType]) -> list[
 
 def _infer(types: list[TensorType], attrs: Any) -> list[TensorType]:
     check_predicate(types[0])
-    then, other = (body_types(getattr(attrs, b), types[1:], which) for b, which in _BRANCHES)
+    then, other = (body_types(getattr(attrs, b), types[1:], "cond", which)
+                   for b, which in _BRANCHES)
     return merge_branch_types(then, other)
 
 

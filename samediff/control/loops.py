@@ -35,8 +35,8 @@ from ..ir import Graph, VariableType
 from ..ops import REQUIRED, Attr, TensorType, define
 from ..ops.call import op as _op
 from ..recorder import GraphRecorder
-from .bodies import (align_captures, flatten, is_symbolic, operand_type, run_body, trace_body,
-                     unflatten)
+from .bodies import (align_captures, body_types, flatten, is_symbolic, operand_type, run_body,
+                     trace_body, unflatten)
 from .cond import vjp_body
 
 
@@ -65,15 +65,8 @@ def _types(types: Sequence[TensorType], body: Graph, nc: int, nx: int,
             raise OpError(f"scan: xs leaf {k} is {t}: {t.shape[0]} rows along axis 0, but the "
                           f"scan runs {length} steps (every xs leaf needs that many)")
         slices.append(TensorType(t.shape[1:], t.dtype))
-    ins = carry + slices + caps
-    if len(body.inputs) != len(ins):
-        raise OpError(f"scan: the body takes {len(body.inputs)} inputs, got {len(ins)} "
-                      f"({nc} carry, {nx} xs, {len(caps)} captured)")
-    try:
-        known = body.retype(dict(zip(body.inputs, ins)))
-    except OpError as err:
-        raise type(err)(f"scan: in the body: {err}") from None
-    outs = [known[o] for o in body.outputs]
+    outs = body_types(body, carry + slices + caps, "scan", "the body",
+                      f" ({nc} carry, {nx} xs, {len(caps)} captured)")
     if len(outs) < nc:
         raise CarryError(f"scan: the body returns {len(outs)} output(s), fewer than its "
                          f"{nc} carry leaves")
@@ -93,8 +86,8 @@ def check_carry(given: Sequence[TensorType], returned: Sequence[TensorType],
 
 def check_structure(returned: Any, init: Any, what: str = "scan") -> None:
     if returned != init:
-        raise CarryError(f"{what}: the body returned a carry of another structure ({returned}) than "
-                         f"init's ({init})")
+        raise CarryError(f"{what}: the body returned a carry of another structure "
+                         f"({returned}) than init's ({init})")
 
 
 def _infer(types: list[TensorType], attrs: Any) -> list[TensorType]:

@@ -45,8 +45,8 @@ from ..errors import GradientError, OpError
 from ..ir import Graph
 from ..ops import REQUIRED, Attr, TensorType, define
 from ..ops.call import op as _op
-from .bodies import (align_captures, flatten, is_symbolic, keeping_outer_graphs, operand_type,
-                     run_body, trace_body, unflatten)
+from .bodies import (align_captures, body_types, flatten, is_symbolic, keeping_outer_graphs,
+                     operand_type, run_body, trace_body, unflatten)
 from .cond import check_predicate, samediff_tracer
 from .loops import CarryError, backward_body, check_carry, check_structure, loop_gradient
 
@@ -64,16 +64,9 @@ def _types(types: Sequence[TensorType], attrs: Any) -> tuple[list[TensorType], l
         raise OpError(f"while_loop: max_iterations must be >= 0 (or -1: none) and checkpoint "
                       f">= 0, got {attrs.max_iterations} and {attrs.checkpoint}")
     carry = list(types[:nc])
-    outs = {}
-    for which, body in (("cond", attrs.cond), ("body", attrs.body)):
-        if len(body.inputs) != len(types):
-            raise OpError(f"while_loop: the {which} takes {len(body.inputs)} inputs, got "
-                          f"{len(types)} ({nc} carry, {len(types) - nc} captured)")
-        try:
-            known = body.retype(dict(zip(body.inputs, types)))
-        except OpError as err:
-            raise type(err)(f"while_loop: in the {which}: {err}") from None
-        outs[which] = [known[o] for o in body.outputs]
+    detail = f" ({nc} carry, {len(types) - nc} captured)"
+    outs = {which: body_types(body, types, "while_loop", f"the {which}", detail)
+            for which, body in (("cond", attrs.cond), ("body", attrs.body))}
     if len(outs["cond"]) != 1:
         raise OpError(f"while_loop: the cond returns {len(outs['cond'])} values; it returns "
                       f"one bool scalar")
