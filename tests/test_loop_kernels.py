@@ -166,4 +166,4 @@ def test_explain_says_how_each_loop_runs():
     mats = nd.create(np.ones((2, 3, 3)))
     stepped = nd.compile(lambda a: nd.scan(lambda c, m: (c.mmul(m), None), a, mats)[0])
     stepped(nd.create(np.eye(3)))
-    assert "per-step plans (" in stepped.explain()
+    assert "per-step plans (" in stepped.explain() and "body: matmul" in stepped.explain()

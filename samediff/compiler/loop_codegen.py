@@ -46,6 +46,7 @@ from ..ops import TensorType
 from ..ops.registry import Accumulator
 from .codegen import PRELUDE, load, module_source
 from .exprs import Emitter
+from .loop_kernels import step_types
 from .plan import compute_dtype, fusable
 
 VECTOR, SCALAR = "vector", "scalar"
@@ -234,18 +235,17 @@ class LoopKernel:
             raise Unsupported(f"operands of several shapes {sorted(shapes)}")
         self.shape = shapes.pop() if shapes else ()
         self.nc, self.nx = nc, nx
-        step_types = [*types[:nc], *[TensorType(tuple(t.shape[1:]), t.dtype)
-                                     for t in types[nc:nc + nx]], *types[nc + nx:]]
+        step = step_types(types, nc, nx)
         names = ([f"c{j}" for j in range(nc)] + [f"x{k}" for k in range(nx)]
                  + [f"k{m}" for m in range(len(types) - nc - nx)])
         self.operands = [_Operand(SCALAR if t.shape == () else VECTOR, t.dtype, t.weak)
-                         for t in step_types]
+                         for t in step]
         self.constants: list[np.ndarray] = []  # the bodies' array constants, passed after
         graphs = [("p_", cond), ("b_", body)] if cond is not None else [("b_", body)]
         steps = {}
         for prefix, graph in graphs:
             reads = {}
-            for name, t, operand, text in zip(graph.inputs, step_types, self.operands, names):
+            for name, t, operand, text in zip(graph.inputs, step, self.operands, names):
                 vector = operand.kind == VECTOR
                 if text.startswith("x"):  # a row of the scanned array
                     text = f"{text}[r, i]" if vector else f"{text}[r]"
@@ -268,7 +268,7 @@ class LoopKernel:
                     reads[name] = _Read(SCALAR, q)
                 else:
                     raise Unsupported(f"constant {name} of shape {value.shape}")
-            known = graph.retype(dict(zip(graph.inputs, step_types)))
+            known = graph.retype(dict(zip(graph.inputs, step)))
             if graph is cond:
                 sinks = ["pred"]
             else:

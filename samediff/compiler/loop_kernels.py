@@ -54,17 +54,39 @@ def loop_kernel(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc
     return kernel
 
 
+def step_types(types: Sequence[TensorType], nc: int, nx: int) -> list[TensorType]:
+    """What one step of a loop on operands of ``types`` reads: the carry, one row of each
+    scanned array, the captures."""
+    rows = [TensorType(tuple(t.shape[1:]), t.dtype) for t in types[nc:nc + nx]]
+    return [*types[:nc], *rows, *types[nc + nx:]]
+
+
 def describe(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc: int,
              nx: int) -> str:
-    """How a compiled plan runs this loop, for ``explain()``: whole, or step by step and why."""
+    """How a compiled plan runs this loop, for ``explain()``: whole, or step by step — why,
+    and the plan each body gets per step (its fused kernels and library calls)."""
     from .loop_codegen import LoopKernel, Unsupported
+    from .plan import Group, partition
     try:
         LoopKernel(cond, body, types, nc, nx)
-    except Unsupported as why:
-        return f"per-step plans ({why})"
+        return "compiled whole (one Numba loop)"
+    except Unsupported as exc:
+        why = str(exc)
     except Exception as exc:  # noqa: BLE001 - (explain() never fails for a description)
-        return f"per-step plans ({type(exc).__name__})"
-    return "compiled whole (one Numba loop)"
+        why = type(exc).__name__
+    parts = [f"per-step plans ({why})"]
+    for name, graph in (("cond", cond), ("body", body)):
+        if graph is None:
+            continue
+        try:
+            known = graph.retype(dict(zip(graph.inputs, step_types(types, nc, nx))))
+        except Exception:  # noqa: BLE001
+            continue
+        steps = partition(graph.needed(list(graph.outputs)), known)
+        parts.append(f"{name}: " + ", ".join(
+            "kernel " + " -> ".join(n.op.name for n in s.nodes) if isinstance(s, Group)
+            else s.op.name for s in steps))
+    return "; ".join(parts)
 
 
 def _warm(key: tuple) -> None:
