@@ -286,6 +286,13 @@ class LoopKernel:
         self.empty_ok = all(s.empty_ok for s in steps.values())
         self.source = self._render(steps, names, cond is not None)
         self.key = ("loop", self.source)
+        self.size = math.prod(self.shape)
+        # how each operand is passed (``arguments``) and each carry comes back (``run``)
+        self.passing = ["weak" if o.weak else
+                        ("rows" if o.kind == VECTOR else "scalar rows") if nc <= k < nc + nx else
+                        "flat" if o.kind == VECTOR else "scalar"
+                        for k, o in enumerate(self.operands)]
+        self.carry_kinds = [(o.kind == VECTOR, o.dtype) for o in self.operands[:nc]]
         self._fn: Any = None
         self.runs = 0  # calls that ran compiled (tests and explain() read it)
 
@@ -336,19 +343,24 @@ class LoopKernel:
         return self._fn
 
     def arguments(self, vals: Sequence[Any]) -> list:
-        nc, nx = self.nc, self.nx
-        n = math.prod(self.shape)
+        """The loop function's operands: vectors flat, scanned arrays as (steps, n) rows,
+        scalars as numpy scalars, weak ones as Python numbers; then the bodies' constants."""
+        n = self.size
         args = []
-        for k, (v, o) in enumerate(zip(vals, self.operands)):
-            if o.weak:
-                args.append(v.item() if isinstance(v, np.ndarray) else v)
-            elif nc <= k < nc + nx:
-                a = np.ascontiguousarray(v)
-                args.append(a.reshape(len(a), n) if o.kind == VECTOR else a)
-            elif o.kind == VECTOR:
-                args.append(np.ascontiguousarray(v).reshape(-1))
-            else:
+        for how, v in zip(self.passing, vals):
+            if how == "flat":
+                if type(v) is not np.ndarray or v.ndim != 1 or not v.flags.c_contiguous:
+                    v = np.ascontiguousarray(v).reshape(-1)
+                args.append(v)
+            elif how == "rows":
+                v = np.ascontiguousarray(v)
+                args.append(v.reshape(len(v), n))
+            elif how == "scalar":
                 args.append(np.asarray(v)[()])
+            elif how == "weak":
+                args.append(v.item() if isinstance(v, np.ndarray) else v)
+            else:  # a scanned array of scalars: its rows are the scalars
+                args.append(np.ascontiguousarray(v))
         return args + self.constants
 
     def warm_arguments(self) -> list:
@@ -367,13 +379,14 @@ class LoopKernel:
             limit: int) -> tuple[list, list, int] | None:
         """``(final carry, stacked per-step outputs, steps run)``, or None when the call is
         the interpreter's (an empty reduction numpy must report)."""
-        n = math.prod(self.shape)
+        n = self.size
         if n == 0 and not self.empty_ok:
             return None
         *res, t = self.function()(*self.arguments(vals), n, steps, limit, reverse)
         self.runs += 1
-        carry = [np.asarray(c).reshape(self.shape) if o.kind == VECTOR else
-                 np.asarray(c, o.dtype) for c, o in zip(res[:self.nc], self.operands)]
+        shape = self.shape
+        carry = [c.reshape(shape) if vector else np.array(c, dtype)
+                 for c, (vector, dtype) in zip(res[:self.nc], self.carry_kinds)]
         ys = [np.ascontiguousarray(y).reshape((t, *self.shape)) if y_t.shape else
               np.ascontiguousarray(y) for y, y_t in zip(res[self.nc:], self.ys)]
         return carry, ys, t

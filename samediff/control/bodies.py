@@ -33,7 +33,9 @@ import numpy as np
 
 from ..array import ACTIVE_BODY, CURRENT_TRACE, NDArray, as_numpy, type_of
 from ..arg_kinds import WEAK_SCALARS
-from ..compiler.cache import Structure
+from ..compiler import get_executor
+from ..compiler.cache import PLAN_CACHE, Structure
+from ..compiler.tiered import get_compile_mode
 from ..errors import GraphError, OpError
 from ..ir import Graph, VariableType
 from ..ops import TensorType
@@ -286,7 +288,9 @@ def body_types(body: Graph, types: Sequence[TensorType], what: str, which: str,
 # -- running ----------------------------------------------------------------------------------
 
 class _Runner:
-    """What running one frozen body needs, computed once per body object."""
+    """What running one frozen body needs, computed once per body object, and its plans per
+    input signature (a memo in front of the plan cache: a loop runs its body thousands of
+    times with the same types)."""
 
     def __init__(self, body: Graph) -> None:
         self.outputs = list(body.outputs)
@@ -297,6 +301,35 @@ class _Runner:
                           for n, v in body.vars.items() if v.value is not None and n in used}
         self.vars = {n: body.vars[n] for n in used}
         self.structure = Structure.of(self.nodes)
+        self.weak = [var.ttype.weak for _, _, var in self.inputs]
+        self.plans: dict[tuple, tuple] = {}  # signature -> (plan, where each plan input is)
+        self.generation = PLAN_CACHE.generation
+
+    def plan_for(self, args: Sequence[Any]) -> tuple[Any, list[tuple[bool, Any]]]:
+        """The plan for inputs like ``args`` and, per plan input in order, (True, the index
+        in ``args``) or (False, a constant's value)."""
+        sig = (get_executor(), get_compile_mode(), *[
+            (a.shape, a.dtype) if type(a) is np.ndarray else (np.shape(a), type(a))
+            for a in args])
+        if self.generation != PLAN_CACHE.generation:  # nd.clear_cache() ran
+            self.plans.clear()
+            self.generation = PLAN_CACHE.generation
+        found = self.plans.get(sig)
+        if found is not None:
+            return found
+        values: dict[str, Any] = dict(self.constants)
+        index = {}
+        for k, ((name, used, var), a) in enumerate(zip(self.inputs, args)):
+            if used:
+                values[name], index[name] = a, k
+        types = {k: runtime_type(self.vars[k], v) for k, v in values.items()}
+        plan = typed_plan(self.nodes, types, self.outputs, structure=self.structure)
+        where = [(True, index[k]) if k in index else (False, values[k])
+                 for k in plan.input_slots]
+        if len(self.plans) >= 16:
+            self.plans.clear()
+        self.plans[sig] = found = (plan, where)
+        return found
 
 
 _RUNNERS: dict[int, _Runner] = {}
@@ -317,12 +350,9 @@ def run_body(body: Graph, args: Sequence[Any]) -> list[Any]:
     runner = _runner(body)
     if len(args) != len(runner.inputs):
         raise OpError(f"body takes {len(runner.inputs)} inputs, got {len(args)}")
-    values = dict(runner.constants)
-    for (name, used, var), a in zip(runner.inputs, args):
-        if used:
-            values[name] = a.item() if var.ttype.weak and isinstance(a, np.ndarray) else a
-    types = {k: runtime_type(runner.vars[k], v) for k, v in values.items()}
-    plan = typed_plan(runner.nodes, types, runner.outputs, structure=runner.structure)
-    outs = plan.execute([values[k] for k in plan.input_slots])
+    weak = runner.weak
+    args = [a.item() if weak[k] and isinstance(a, np.ndarray) else a for k, a in enumerate(args)]
+    plan, where = runner.plan_for(args)
+    outs = plan.execute([args[v] if is_arg else v for is_arg, v in where])
     held = (*args, *runner.constants.values())  # the caller's arrays, the body's constants
     return [np.array(o, copy=True) if any(o is a for a in held) else o for o in outs]
