@@ -15,8 +15,9 @@ Rows:
   ``jax.grad`` of the equivalent ``fori_loop`` (a scan).
 
 Goal (issue 24): newton and scan-fused <= 1.0x jax.jit. Run ``python
-benchmarks/bench_control_flow.py [--json] [--quick] [--busy]`` (``--busy``: another process
-spins on one core meanwhile).
+benchmarks/bench_control_flow.py [--json] [--quick] [--busy] [--memory]`` (``--busy``: another
+process spins on one core meanwhile; ``--memory``: the peak memory of a 200-step
+``while_loop`` gradient over a 2 MB carry, saving every carry and with ``checkpoint=8``).
 """
 from __future__ import annotations
 
@@ -171,6 +172,40 @@ def torch_rows() -> dict | None:
             "scan-matmul": scan_matmul, "grad-while": grad_while, "grad-while-ckpt": grad_while}
 
 
+MEMORY_SCRIPT = """
+import resource, sys, numpy as np, nd4py as nd
+steps, n, checkpoint = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+checkpoint = None if checkpoint == "None" else int(checkpoint)
+def loss(v, limit):
+    out = nd.while_loop(lambda c: c[0] < limit,
+                        lambda c: (c[0] + 1, nd.sin(c[1]) * 0.9 + v * 0.1),
+                        (nd.create(0), v), checkpoint=checkpoint)
+    return out[1].sum()
+g = nd.compile(nd.grad(loss))
+g(nd.create(np.linspace(0.1, 1.0, 16)), nd.create(2))  # compiles every kernel, on a tiny problem
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+g(nd.create(np.linspace(0.1, 1.0, n)), nd.create(steps))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, before)
+"""
+
+
+def memory_rows(steps: int = 200, n: int = 1 << 18) -> dict:
+    """Peak memory of a gradient through a ``steps``-step while_loop over an ``n``-element
+    float64 carry, per strategy, each in a fresh process: how much its peak RSS grows during
+    the call, after a call on a tiny problem compiled everything (Numba's allocations are
+    invisible to tracemalloc)."""
+    import subprocess
+    import sys
+    rows = {}
+    for checkpoint in ("None", "8"):
+        out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(steps), str(n),
+                              checkpoint], capture_output=True, text=True, check=True).stdout
+        grown_kb, base_kb = (int(x) for x in out.split())
+        rows[f"checkpoint={checkpoint}"] = {"peak_growth_mb": grown_kb / 1024,
+                                            "carry_mb": n * 8 / 2 ** 20, "steps": steps}
+    return rows
+
+
 def _spin(stop) -> None:
     x = 0
     while not stop.is_set():
@@ -182,7 +217,18 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    parser.add_argument("--memory", action="store_true",
+                        help="only the peak memory of the two while_loop gradients")
     args = parser.parse_args()
+    if args.memory:
+        rows = memory_rows()
+        if args.json:
+            print(json.dumps(rows, indent=1))
+            return
+        for name, r in rows.items():
+            print(f"while_loop gradient, {r['steps']} steps, carry {r['carry_mb']:.1f} MB, "
+                  f"{name}: peak memory grew {r['peak_growth_mb']:.1f} MB during the call")
+        return
     rounds = 3 if args.quick else 15
     contestants = {"nd4py": nd_rows(), "numpy": numpy_rows()}
     for name, make in (("jax.jit", jax_rows), ("torch", torch_rows)):

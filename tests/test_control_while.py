@@ -166,9 +166,11 @@ def test_binomial_checkpointing_bounds_memory_and_recomputation(steps, slots):
     is recomputed more than ``r`` times, ``r`` the least with C(slots + 1 + r, r) >= steps."""
     advanced, visited = [0], []
 
-    def advance(c):
-        advanced[0] += 1
-        return _Carry(c.t + 1)
+    def advance(c, n):
+        advanced[0] += n
+        for _ in range(n):
+            c = _Carry(c.t + 1)
+        return c
 
     def step_back(c, g):
         visited.append(c.t)

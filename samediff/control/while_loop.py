@@ -171,15 +171,18 @@ def binomial_split(steps: int, slots: int) -> int:
     return min(max(comb(slots + r, r - 1), 1), steps - 1)
 
 
-def reverse_with_checkpoints(advance: Callable[[Any], Any], step_back: Callable[[Any, Any], Any],
-                             start: Any, steps: int, slots: int, cotangent: Any) -> Any:
-    """Reverse ``steps`` steps of ``carry <- advance(carry)`` from ``start``: the cotangent
-    after the last step, pulled back through every step by ``step_back(carry entering the
-    step, cotangent after it) -> cotangent before it``, storing at most ``slots`` carries
-    besides ``start`` (the carries a step needs are recomputed from the nearest stored one).
+def reverse_with_checkpoints(advance: Callable[[Any, int], Any],
+                             step_back: Callable[[Any, Any], Any], start: Any, steps: int,
+                             slots: int, cotangent: Any) -> Any:
+    """Reverse ``steps`` steps of a loop from its carry ``start``: the cotangent after the
+    last step, pulled back through every step by ``step_back(carry entering the step,
+    cotangent after it) -> cotangent before it``, storing at most ``slots`` carries besides
+    ``start``; the carries a step needs are recomputed from the nearest stored one by
+    ``advance(carry, n)`` (the carry ``n`` steps later: one compiled loop call when the body
+    compiles whole).
 
     >>> seen = []
-    >>> reverse_with_checkpoints(lambda c: c + 1, lambda c, g: seen.append(c) or g * 2,
+    >>> reverse_with_checkpoints(lambda c, n: c + n, lambda c, g: seen.append(c) or g * 2,
     ...                          0, 5, 2, 1), seen
     (32, [4, 3, 2, 1, 0])
     """
@@ -195,15 +198,11 @@ def reverse_with_checkpoints(advance: Callable[[Any], Any], step_back: Callable[
                 stack.pop()
             continue
         if free == 0:  # no slot: recompute the carry entering the last step from the nearest
-            for _ in range(end - 1 - at):
-                carry = advance(carry)
-            cotangent = step_back(carry, cotangent)
+            cotangent = step_back(advance(carry, end - 1 - at), cotangent)
             end -= 1
             continue
         split = binomial_split(end - at, free)
-        for _ in range(split):
-            carry = advance(carry)
-        stack.append((at + split, carry))
+        stack.append((at + split, advance(carry, split)))
     return cotangent
 
 
@@ -219,11 +218,19 @@ def _grad_impl(*vals: Any, cond: Graph, body: Graph, backward: Graph, num_carry:
     nc = num_carry
     n_in = len(vals) - nc
     init, caps, cts = list(vals[:nc]), list(vals[nc:n_in]), list(vals[n_in:])
-    steps = sum(1 for _ in _steps(cond, body, init, caps, max_iterations))
+    whole = run_loop(cond, body, [*init, *caps], nc, 0, -1, False, max_iterations)
+    steps = whole[2] if whole is not None else sum(
+        1 for _ in _steps(cond, body, init, caps, max_iterations))
     accs = [np.zeros_like(c) for c in caps if np.asarray(c).dtype.kind == "f"]
 
-    def advance(carry: list) -> list:
-        return run_body(body, [*carry, *caps])[:nc]
+    def advance(carry: list, n: int) -> list:
+        if n:  # the body as a scan of n steps (compiled whole when it fuses)
+            whole = run_loop(None, body, [*carry, *caps], nc, 0, n, False, -1)
+            if whole is not None:
+                return whole[0]
+        for _ in range(n):
+            carry = run_body(body, [*carry, *caps])[:nc]
+        return carry
 
     def step_back(carry: list, state: list) -> list:
         return run_body(backward, [*state, *carry, *caps])
