@@ -12,7 +12,7 @@ with ``nd.scan``, trained with ``fit``.
    scan). It reaches ~97 % test accuracy; the trained graph is saved, reloaded and evaluated
    again.
 
-    python examples/control_flow.py            # ~10 s
+    python examples/control_flow.py            # ~5 s
 """
 from __future__ import annotations
 

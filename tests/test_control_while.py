@@ -116,16 +116,6 @@ def test_both_gradient_strategies_equal_finite_differences(checkpoint):
                                rtol=1e-6, atol=1e-10)
 
 
-@pytest.mark.compiled
-@pytest.mark.heavy(seconds=4)
-def test_the_compiled_gradient_agrees():
-    """(The loops of the save-all gradient compile whole; checkpoint=k's runs its schedule
-    step by step either way: tests/test_control_programs.py compiles one.)"""
-    g = nd.compile(nd.grad(lambda w: _loss(w, nd.create(X0), None)))
-    eager = nd.grad(lambda w: _loss(w, nd.create(X0), None))(nd.create(W))
-    np.testing.assert_allclose(g(nd.create(W)).numpy(), eager.numpy(), rtol=1e-12)
-
-
 def test_a_zero_trip_loop_passes_the_gradient_through():
     for checkpoint in (None, 2):
         g = nd.grad(lambda x: nd.while_loop(lambda c: c.sum() > 1e9, lambda c: c * 3.0, x,

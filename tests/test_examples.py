@@ -89,10 +89,12 @@ def test_cnn_digits_on_idx_files(tmp_path):
     assert "reloaded" in out and "max difference" in out
 
 
-@pytest.mark.heavy(seconds=12)
+@pytest.mark.heavy(seconds=9)
 def test_control_flow_newton_gradient_and_scan_rnn_reach_95_percent():
+    """Interpreted (the same numbers: 9 s against 27 s compiling its kernels from a cold
+    cache); the loops' compiled forms are tested in test_loop_kernels/test_control_programs."""
     pytest.importorskip("sklearn")
-    out = _run("examples/control_flow.py")
+    out = _run("examples/control_flow.py", ND4PY_COMPILE="interpret")
     gap = float(out.split("largest difference ")[1].split()[0])
     assert gap <= 1e-9, out  # through the while loop == the implicit function theorem
     accuracy = float(out.split("test accuracy ")[1].split(";")[0])
