@@ -791,5 +791,6 @@ SAMPLES["split_like"] = [
 for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D pooling
                      ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
                      ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
-                     ("op_samples_control", "control_samples")):  # ops with sub-graphs (cond)
+                     ("op_samples_control", "control_samples"),  # ops with sub-graphs (cond)
+                     ("op_samples_sequence", "sequence_samples")):  # embedding, rms_norm
     _load_rows(_module, _fn)

@@ -53,6 +53,7 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "hard_swish": "hardswish",   # Pythonic (PyTorch's) spelling
     "log_softmax": "logSoftmax",
     "layer_norm": "layerNorm",
+    "rms_norm": "rmsNorm",
     "batch_norm": "batchNorm",
     "bias_add": "biasAdd",
     "one_hot": "oneHot",
