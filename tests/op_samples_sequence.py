@@ -33,9 +33,64 @@ def _rms_norm_ref(x, gain, *, dims, epsilon):
     return x64 / np.sqrt(ms + epsilon) * g
 
 
+def _triangle_ref(lower):
+    def ref(x, *, diagonal):
+        out = np.zeros_like(x)
+        for index in np.ndindex(*x.shape):
+            i, j = index[-2], index[-1]
+            if (j - i <= diagonal) if lower else (j - i >= diagonal):
+                out[index] = x[index]
+        return out
+    return ref
+
+
+def _sdpa_ref(q, k, v, mask=None, *, is_causal, scale):
+    """Query by query: scores against every key (scaled, masked), softmax, the weighted sum
+    of the values; leading dims broadcast."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                *([] if mask is None else [mask.shape[:-2]]))
+    length, keys = q.shape[-2], k.shape[-2]
+    s = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    full = None if mask is None else np.broadcast_to(mask, (*batch, length, keys))
+    out = np.zeros((*batch, length, v.shape[-1]))
+    for b in np.ndindex(*batch):
+        qb, kb, vb = (np.broadcast_to(a, (*batch, *a.shape[-2:]))[b] for a in (q, k, v))
+        for i in range(length):
+            scores, allowed = [], []
+            for j in range(keys):
+                score = float(np.dot(qb[i], kb[j])) * s
+                ok = not is_causal or j <= i
+                if full is not None:
+                    m = full[b][i, j]
+                    if full.dtype == np.bool_:
+                        ok = ok and bool(m)
+                    else:
+                        score += float(m)
+                scores.append(score)
+                allowed.append(ok)
+            top = max(sc for sc, ok in zip(scores, allowed) if ok)
+            weights = [np.exp(sc - top) if ok else 0.0 for sc, ok in zip(scores, allowed)]
+            total = sum(weights)
+            out[b][i] = sum(w / total * vb[j] for j, w in enumerate(weights))
+    return out
+
+
 def sequence_samples(S):
     ids = np.array([[3, 0, 3], [1, 4, 2]], np.int64)  # (a repeated id: its gradient adds up)
+    keep = np.array([[True, False, True, True, False], [False, False, True, False, True],
+                     [True, True, True, True, True]])
     return {
+        "scaled_dot_product_attention": [
+            S([u(2, 3, 4), u(2, 5, 4), u(2, 5, 3)], {}, _sdpa_ref),
+            S([u(2, 4, 3), u(2, 4, 3), u(1, 4, 2)], {"is_causal": True}, _sdpa_ref),
+            S([u(2, 3, 4), u(5, 4), u(5, 2), keep], {}, _sdpa_ref),
+            S([u(3, 4), u(5, 4), u(5, 3), u(1, 3, 5)], {"scale": 0.5}, _sdpa_ref),
+        ],
+        "tril": [S([u(3, 4)], {}, _triangle_ref(True)),
+                 S([u(2, 3, 3)], {"diagonal": -1}, _triangle_ref(True)),
+                 S([u(4, 2)], {"diagonal": 1}, _triangle_ref(True))],
+        "triu": [S([u(3, 4)], {}, _triangle_ref(False)),
+                 S([u(2, 3, 3)], {"diagonal": 1}, _triangle_ref(False))],
         "embedding": [
             S([ids, u(5, 4)], {}, _embedding_ref),
             S([np.array([2, 2, 0], np.int32), u(3, 2)], {"padding_idx": 2}, _embedding_ref),

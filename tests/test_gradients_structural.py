@@ -125,6 +125,7 @@ LINALG = [
     case("dot", u(3, 4), u(3, 4)), case("dot", u(3, 4), u(4), dims=(1,), id="dot-dims"),
     case("dot", u(3, 4), u(1, 4), dims=(0,), id="dot-broadcast"),
     case("cross", u(2, 3), u(2, 3)), case("cross", u(4, 1, 3), u(2, 3), id="cross-broadcast"),
+    *from_samples("tril"), *from_samples("triu"),
 ]
 
 NN = [
@@ -144,7 +145,7 @@ NN = [
     # (the padding row's zero gradient is a definition, not the derivative finite differences
     # see: tests/test_sequence_ops.py; repeated ids accumulate)
     *[c for c in from_samples("embedding") if c.values[2].get("padding_idx") is None],
-    *from_samples("rms_norm"),
+    *from_samples("rms_norm"), *from_samples("scaled_dot_product_attention"),
 ]
 
 HELPERS = [
@@ -183,7 +184,7 @@ def test_gradient_matches_finite_differences(op, inputs, attrs):
 
 
 MODULES = ("shape_ops", "slicing", "linalg", "nn", "creation", "random_ops", "adjoints",
-           "sequence")
+           "sequence", "attention")
 NONDIFFERENTIABLE = ["one_hot", "zeros", "ones", "full", "linspace", "arange", "eye", "uniform",
                      "normal", "bernoulli", "truncated_normal"]
 NO_INPUT_GRADIENT = ["zeros_like", "ones_like", "full_like"]

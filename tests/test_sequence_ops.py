@@ -62,3 +62,32 @@ def test_rms_norm_matches_its_definition_and_the_nd4j_spelling():
     sd = SameDiff.create()
     y = sd.nn.rmsNorm(sd.constant("x", x), sd.constant("g", gain))
     np.testing.assert_array_equal(y.eval().numpy(), got)
+
+
+def test_attention_never_holds_a_full_score_matrix_going_forward():
+    """Seq 1,024, 2 heads, float64: the scores of one head alone would be 8 MiB; the forward
+    pass holds one block of queries' scores at a time (2 MiB for both heads; measured peak
+    4.3 MiB with the other temporaries, under one head's full matrix)."""
+    import tracemalloc
+    q, k, v = (nd.create(RNG.normal(size=(2, 1024, 16))) for _ in range(3))
+    tracemalloc.start()
+    try:
+        out = nd.nn.scaled_dot_product_attention(q, k, v, is_causal=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.shape == (2, 1024, 16)
+    assert peak < 6 << 20, f"peak {peak / 2 ** 20:.1f} MiB"
+
+
+def test_attention_masks_and_errors():
+    q, k, v = (nd.create(RNG.normal(size=shape)) for shape in ((3, 4), (4, 4), (4, 2)))
+    nothing = nd.create(np.array([[True] * 4, [False] * 4, [True] * 4]))
+    out = nd.nn.scaled_dot_product_attention(q, k, v, nothing).numpy()
+    assert np.isnan(out[1]).all() and not np.isnan(out[[0, 2]]).any()  # (PyTorch's: NaN)
+    with pytest.raises(OpError, match="not both"):
+        nd.nn.scaled_dot_product_attention(q, k, v, nothing, is_causal=True)
+    with pytest.raises(OpError, match="features per position"):
+        nd.nn.scaled_dot_product_attention(q, nd.create(np.ones((4, 5))), v)
+    with pytest.raises(OpError, match="bool .* or float"):
+        nd.nn.scaled_dot_product_attention(q, k, v, nd.create(np.ones((3, 4), np.int64)))

@@ -252,3 +252,22 @@ define("cross", ["a", "b"], _cross_infer, lambda a, b: np.cross(a, b, axis=-1),
        namespace="math", grad=_cross_grad,
        doc="Cross product of 3-vectors along the last dim (leading dims broadcast), ND4J's "
            "``sd.math.cross(a, b)``: ``[a1*b2 - a2*b1, a2*b0 - a0*b2, a0*b1 - a1*b0]``.")
+
+
+# --- tril / triu: the lower / upper triangle of the last two dims ---------------------------------
+
+def _triangle_infer(types: list[TensorType], a: Any) -> TensorType:
+    if len(types[0].shape) < 2:
+        raise ValueError(f"needs a matrix (rank >= 2: the last two dims), got {types[0]}")
+    return TensorType(types[0].shape, types[0].dtype)
+
+
+for _name, _fn, _keeps in (("tril", np.tril, "on or below"), ("triu", np.triu, "on or above")):
+    define(_name, ["x"], _triangle_infer,
+           (lambda fn: lambda x, *, diagonal: fn(np.asarray(x), diagonal))(_fn),
+           attrs={"diagonal": (Attr.INT, 0)}, namespace="linalg",
+           grad=(lambda name: lambda ins, outs, gs, a: [
+               getattr(op, name)(gs[0], diagonal=a.diagonal)])(_name),
+           doc=f"The elements {_keeps} the ``diagonal``-th diagonal of the last two dims (0: "
+               f"the main one, > 0 above it, < 0 below), zeros elsewhere (numpy ``{_name}``; "
+               f"ND4J's ``sd.linalg.{_name}``).")

@@ -1,0 +1,171 @@
+"""Attention: ``scaled_dot_product_attention`` with PyTorch's layout and semantics.
+
+``scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None)``:
+``softmax(q @ k^T * scale + mask) @ v`` for ``q [..., L, E]``, ``k [..., S, E]``,
+``v [..., S, Ev]`` (leading dims broadcast, as ``matmul``'s), giving ``[..., L, Ev]``.
+``scale`` defaults to ``1 / sqrt(E)``. A bool ``mask`` (broadcastable to ``[..., L, S]``) says
+which keys each query may attend to (True: attend); a float mask is added to the scores.
+``is_causal`` masks the keys after each query (``tril`` of an ``L x S`` array of ones, as
+PyTorch); it cannot be combined with a mask. A query that may attend to no key gets NaN, as
+PyTorch's reference.
+
+The forward pass works on blocks of ``QUERY_BLOCK`` queries: at no time does it hold the
+``L x S`` scores of a head, only a block's (memory O((L + S) * E + QUERY_BLOCK * S) per head).
+Its gradient is written with table ops (``P = softmax(scores)``, ``dV = P^T dO``,
+``dS = P * (dP - rowsum(dP * P))``, ``dQ = dS K scale``, ``dK = dS^T Q scale``), which hold
+``P``: O(L * S) per head in the backward pass.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..errors import OpError
+from .call import op
+from .families import Attr, broadcast_shapes
+from .registry import TensorType, define
+
+#: queries per block of the forward pass
+QUERY_BLOCK = 128
+
+
+def _default_scale(e: int, scale: float | None) -> float:
+    return 1.0 / math.sqrt(e) if scale is None else float(scale)
+
+
+def _infer(types: list[TensorType], a: Any) -> TensorType:
+    q, k, v = types[:3]
+    mask = types[3] if len(types) > 3 else None
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if len(t.shape) < 2 or t.dtype.kind != "f":
+            raise OpError(f"scaled_dot_product_attention: {name} must be a float array of "
+                          f"rank >= 2 ([..., length, features]), got {t}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise OpError(f"scaled_dot_product_attention: q, k and v must share a dtype, got "
+                      f"{q.dtype}, {k.dtype} and {v.dtype}")
+    (e_q, e_k), (s_k, s_v) = (q.shape[-1], k.shape[-1]), (k.shape[-2], v.shape[-2])
+    if e_q >= 0 and e_k >= 0 and e_q != e_k:
+        raise OpError(f"scaled_dot_product_attention: q has {e_q} features per position, k "
+                      f"{e_k} (q {q}, k {k}); they must agree")
+    if s_k >= 0 and s_v >= 0 and s_k != s_v:
+        raise OpError(f"scaled_dot_product_attention: k has {s_k} positions, v {s_v} (k {k}, "
+                      f"v {v}); they must agree")
+    try:
+        batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        if mask is not None and len(mask.shape) > 2:  # (a mask's own leading dims add batch)
+            batch = broadcast_shapes(batch, mask.shape[:-2])
+        scores = (*batch, q.shape[-2], k.shape[-2])
+        if mask is not None:
+            if a.is_causal:
+                raise OpError("scaled_dot_product_attention: give a mask or is_causal=True, "
+                              "not both (fold the causal mask into yours)")
+            if mask.dtype.kind not in "bf":
+                raise OpError(f"scaled_dot_product_attention: the mask must be bool (True: "
+                              f"attend) or float (added to the scores), got {mask}")
+            broadcast_shapes(mask.shape, scores)
+    except ValueError as err:
+        raise OpError(f"scaled_dot_product_attention: the batch dims or the mask do not "
+                      f"broadcast: {err}") from None
+    return TensorType((*batch, q.shape[-2], v.shape[-1]), q.dtype)
+
+
+def _causal(rows: slice, length: int, keys: int) -> np.ndarray:
+    """The causal mask's ``rows`` (True: attend): query i sees keys j <= i."""
+    i = np.arange(rows.start, rows.stop)[:, None]
+    return np.arange(keys)[None, :] <= i
+
+
+def _block_mask(mask: Any, rows: slice) -> Any:
+    """The rows of a mask broadcastable to [..., L, S] that a block of queries needs."""
+    mask = np.asarray(mask)
+    if mask.ndim >= 2 and mask.shape[-2] != 1:
+        return mask[..., rows, :]
+    return mask
+
+
+def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
+          scale: float | None) -> np.ndarray:
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    given = [q, k, v] + ([np.asarray(mask)] if mask is not None else [])
+    _infer([TensorType(a.shape, a.dtype) for a in given],  # (eager calls: the same checks)
+           SimpleNamespace(is_causal=is_causal, scale=scale))
+    dtype = q.dtype
+    s = dtype.type(_default_scale(q.shape[-1], scale))
+    length, keys = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                *([np.shape(mask)[:-2]] if np.ndim(mask) > 2 else []))
+    out = np.empty((*batch, length, v.shape[-1]), dtype)
+    kt = np.swapaxes(k, -1, -2)
+    with np.errstate(invalid="ignore", divide="ignore"):  # fully masked rows: NaN, as PyTorch
+        for start in range(0, length, QUERY_BLOCK):
+            rows = slice(start, min(start + QUERY_BLOCK, length))
+            scores = np.matmul(q[..., rows, :], kt)  # (the block's one buffer: in place below)
+            scores *= s
+            if is_causal:
+                np.copyto(scores, -np.inf, where=~_causal(rows, length, keys))
+            elif mask is not None:
+                m = _block_mask(mask, rows)
+                fits = np.broadcast_shapes(m.shape, scores.shape) == scores.shape
+                if m.dtype == np.bool_:
+                    scores = _masked(scores, ~m, fits)
+                elif fits:
+                    scores += m.astype(dtype, copy=False)
+                else:
+                    scores = scores + m.astype(dtype, copy=False)
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            out[..., rows, :] = np.matmul(scores, v)
+    return out
+
+
+def _masked(scores: np.ndarray, hidden: np.ndarray, fits: bool) -> np.ndarray:
+    """``scores`` with -inf where ``hidden`` (in place when the mask adds no dims)."""
+    if fits:
+        np.copyto(scores, -np.inf, where=hidden)
+        return scores
+    return np.where(hidden, -np.inf, scores)
+
+
+def _probabilities(q: Any, k: Any, mask: Any, a: Any) -> Any:
+    """``softmax(q k^T scale + mask)`` as table ops (the gradient's ``P``)."""
+    e = q.shape[-1]
+    if e < 0:
+        raise OpError("scaled_dot_product_attention: its gradient needs the number of features "
+                      "known when the graph is built")
+    scores = op.matmul(q, k, transpose_y=True) * _default_scale(e, a.scale)
+    if a.is_causal:
+        keep = op.cast(op.tril(op.ones_like(scores)), dtype="bool")  # (rows: queries)
+        scores = op.where(keep, scores, -np.inf)
+    elif mask is not None:
+        scores = op.where(mask, scores, -np.inf) if mask.dtype == np.bool_ else scores + mask
+    return op.softmax(scores, dim=-1)
+
+
+def _grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    q, k, v = ins[:3]
+    mask = ins[3] if len(ins) > 3 else None
+    g = gs[0]
+    p = _probabilities(q, k, mask, a)
+    p = op.where(op.isnan(p), 0.0, p)  # (a query that attends to nothing: no gradient)
+    s = _default_scale(q.shape[-1], a.scale)
+    dv = op.matmul(p, g, transpose_x=True)
+    dp = op.matmul(g, v, transpose_y=True)
+    ds = p * (dp - op.sum(dp * p, dims=(-1,), keep_dims=True))
+    dq = op.matmul(ds, k) * s
+    dk = op.matmul(ds, q, transpose_x=True) * s
+    grads = [dq, dk, dv]
+    if mask is not None:
+        grads.append(ds if mask.dtype.kind == "f" else None)
+    return grads
+
+
+define("scaled_dot_product_attention", ["q", "k", "v", "mask?"], _infer, _sdpa,
+       attrs={"is_causal": (Attr.BOOL, False), "scale": (Attr.OPT_FLOAT, None)},
+       namespace="nn", grad=_grad, method=False,
+       doc="softmax(q @ k^T * scale + mask) @ v (PyTorch's layout: [..., L, E]); bool mask "
+           "True = attend, float mask added; is_causal masks later keys; scale defaults to "
+           "1/sqrt(E). Blocks of queries: never an L x S matrix per head going forward.")
