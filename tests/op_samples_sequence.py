@@ -75,6 +75,17 @@ def _sdpa_ref(q, k, v, mask=None, *, is_causal, scale):
     return out
 
 
+def _dpa_ref(queries, keys, values, mask=None, *, scaled):
+    """ND4J's layout, feature-major: swap to position-major, attend (keys where the mask is
+    non-zero), swap back."""
+    swap = (lambda a: np.swapaxes(a, -1, -2))
+    if mask is not None:
+        mask = (mask != 0).reshape(mask.shape[0], *[1] * (queries.ndim - 2), mask.shape[1])
+    out = _sdpa_ref(swap(queries), swap(keys), swap(values), mask, is_causal=False,
+                    scale=None if scaled else 1.0)
+    return swap(out)
+
+
 def sequence_samples(S):
     ids = np.array([[3, 0, 3], [1, 4, 2]], np.int64)  # (a repeated id: its gradient adds up)
     keep = np.array([[True, False, True, True, False], [False, False, True, False, True],
@@ -85,6 +96,12 @@ def sequence_samples(S):
             S([u(2, 4, 3), u(2, 4, 3), u(1, 4, 2)], {"is_causal": True}, _sdpa_ref),
             S([u(2, 3, 4), u(5, 4), u(5, 2), keep], {}, _sdpa_ref),
             S([u(3, 4), u(5, 4), u(5, 3), u(1, 3, 5)], {"scale": 0.5}, _sdpa_ref),
+        ],
+        "dot_product_attention": [
+            S([u(2, 4, 3), u(2, 4, 5), u(2, 2, 5)], {}, _dpa_ref),
+            S([u(2, 2, 3, 4), u(2, 2, 3, 4), u(2, 2, 2, 4)], {"scaled": False}, _dpa_ref),
+            S([u(2, 4, 3), u(2, 4, 5), u(2, 2, 5),
+               np.array([[1, 0, 1, 1, 0], [0, 1, 1, 1, 1]])], {}, _dpa_ref),  # (0: masked)
         ],
         "tril": [S([u(3, 4)], {}, _triangle_ref(True)),
                  S([u(2, 3, 3)], {"diagonal": -1}, _triangle_ref(True)),

@@ -91,3 +91,19 @@ def test_attention_masks_and_errors():
         nd.nn.scaled_dot_product_attention(q, nd.create(np.ones((4, 5))), v)
     with pytest.raises(OpError, match="bool .* or float"):
         nd.nn.scaled_dot_product_attention(q, k, v, nd.create(np.ones((3, 4), np.int64)))
+
+
+def test_nd4j_dot_product_attention_is_feature_major_attention():
+    """ND4J's ``dotProductAttention(queries, keys, values, mask, scaled)``: [batch, features,
+    timesteps] in and out, a [batch, timesteps] key mask — the same numbers as PyTorch-layout
+    attention on the swapped arrays."""
+    q, k, v = (RNG.normal(size=s) for s in ((2, 4, 3), (2, 4, 5), (2, 6, 5)))
+    mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]])
+    sd = SameDiff.create()
+    args = [sd.constant(n, a) for n, a in zip("qkvm", (q, k, v, mask))]
+    out = sd.nn.dotProductAttention(*args, True).eval().numpy()
+    swap = (lambda a: nd.create(np.swapaxes(a, -1, -2)))
+    want = nd.nn.scaled_dot_product_attention(swap(q), swap(k), swap(v),
+                                              nd.create((mask != 0)[:, None, :])).numpy()
+    assert out.shape == (2, 6, 3)
+    np.testing.assert_allclose(out, np.swapaxes(want, -1, -2), rtol=1e-12)

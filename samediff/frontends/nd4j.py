@@ -54,6 +54,7 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "log_softmax": "logSoftmax",
     "layer_norm": "layerNorm",
     "rms_norm": "rmsNorm",
+    "dot_product_attention": "dotProductAttention",
     "batch_norm": "batchNorm",
     "bias_add": "biasAdd",
     "one_hot": "oneHot",

@@ -169,3 +169,65 @@ define("scaled_dot_product_attention", ["q", "k", "v", "mask?"], _infer, _sdpa,
        doc="softmax(q @ k^T * scale + mask) @ v (PyTorch's layout: [..., L, E]); bool mask "
            "True = attend, float mask added; is_causal masks later keys; scale defaults to "
            "1/sqrt(E). Blocks of queries: never an L x S matrix per head going forward.")
+
+
+# --- ND4J's feature-major form ------------------------------------------------------------------
+
+def _swap_last(t: TensorType) -> TensorType:
+    return TensorType((*t.shape[:-2], t.shape[-1], t.shape[-2]), t.dtype)
+
+
+def _nd4j_mask_shape(rank: int, mask: tuple) -> tuple:
+    """ND4J's key mask [batch, timesteps] placed for scores [batch, (heads,) queries, keys]."""
+    return (mask[0], *([1] * (rank - 2)), mask[1])
+
+
+def _dpa_attrs(scaled: bool) -> SimpleNamespace:
+    return SimpleNamespace(is_causal=False, scale=None if scaled else 1.0)
+
+
+def _dpa_infer(types: list[TensorType], a: Any) -> TensorType:
+    q, k, v = types[:3]
+    if len(q.shape) not in (3, 4):
+        raise OpError(f"dot_product_attention: queries must be [batch, features, queries] or "
+                      f"[batch, heads, features, queries], got {q}")
+    inner = [_swap_last(t) for t in (q, k, v)]
+    if len(types) > 3:
+        m = types[3]
+        if len(m.shape) != 2:
+            raise OpError(f"dot_product_attention: the mask must be [batch, timesteps] (1: "
+                          f"attend to that key), got {m}")
+        inner.append(TensorType(_nd4j_mask_shape(len(q.shape), m.shape), np.dtype(bool)))
+    return _swap_last(_infer(inner, _dpa_attrs(a.scaled)))
+
+
+def _dpa(queries: Any, keys: Any, values: Any, mask: Any = None, *, scaled: bool) -> np.ndarray:
+    q, k, v = (np.swapaxes(np.asarray(x), -1, -2) for x in (queries, keys, values))
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim != 2:
+            raise OpError(f"dot_product_attention: the mask must be [batch, timesteps], got "
+                          f"shape {mask.shape}")
+        mask = (mask != 0).reshape(_nd4j_mask_shape(q.ndim, mask.shape))
+    a = _dpa_attrs(scaled)
+    return np.swapaxes(_sdpa(q, k, v, mask, is_causal=a.is_causal, scale=a.scale), -1, -2)
+
+
+def _dpa_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    rank = len(ins[0].shape)
+    swap = (*range(rank - 2), rank - 1, rank - 2)
+    inner = [op.permute(x, dims=swap) for x in ins[:3]]
+    if len(ins) > 3:
+        m = op.neq(ins[3], 0.0)
+        for _ in range(rank - 2):
+            m = op.expand_dims(m, axis=1)
+        inner.append(m)
+    grads = _grad(inner, [], [op.permute(gs[0], dims=swap)], _dpa_attrs(a.scaled))
+    return [op.permute(g, dims=swap) for g in grads[:3]] + [None] * (len(ins) - 3)
+
+
+define("dot_product_attention", ["queries", "keys", "values", "mask?"], _dpa_infer, _dpa,
+       attrs={"scaled": (Attr.BOOL, True)}, namespace="nn", grad=_dpa_grad, method=False,
+       doc="ND4J's dotProductAttention: feature-major [batch, (heads,) features, timesteps] "
+           "queries/keys/values, a [batch, timesteps] key mask (non-zero: attend), scaled by "
+           "1/sqrt(features) when ``scaled``; gives [batch, (heads,) featuresV, queries].")
