@@ -86,6 +86,17 @@ def _dpa_ref(queries, keys, values, mask=None, *, scaled):
     return swap(out)
 
 
+def _mha_ref(q, k, v, wq, wk, wv, wo, mask=None, *, scaled):
+    """Head by head: project (W x), attend (ND4J's layout), then concatenate the heads along
+    the features and project by Wo."""
+    heads = []
+    for h in range(wq.shape[0]):
+        qh, kh, vh = (np.einsum("pi,bit->bpt", w[h], x) for w, x in ((wq, q), (wk, k), (wv, v)))
+        heads.append(_dpa_ref(qh, kh, vh, mask, scaled=scaled))
+    joined = np.concatenate(heads, axis=1)  # [b, heads * pv, Tq]
+    return np.einsum("ko,bkt->bot", wo, joined)
+
+
 def sequence_samples(S):
     ids = np.array([[3, 0, 3], [1, 4, 2]], np.int64)  # (a repeated id: its gradient adds up)
     keep = np.array([[True, False, True, True, False], [False, False, True, False, True],
@@ -102,6 +113,12 @@ def sequence_samples(S):
             S([u(2, 2, 3, 4), u(2, 2, 3, 4), u(2, 2, 2, 4)], {"scaled": False}, _dpa_ref),
             S([u(2, 4, 3), u(2, 4, 5), u(2, 2, 5),
                np.array([[1, 0, 1, 1, 0], [0, 1, 1, 1, 1]])], {}, _dpa_ref),  # (0: masked)
+        ],
+        "multi_head_dot_product_attention": [
+            S([u(2, 4, 3), u(2, 4, 5), u(2, 4, 5), u(2, 3, 4), u(2, 3, 4), u(2, 2, 4), u(4, 3)],
+              {}, _mha_ref),
+            S([u(1, 3, 4), u(1, 3, 4), u(1, 3, 4), u(3, 2, 3), u(3, 2, 3), u(3, 1, 3), u(3, 2),
+               np.array([[1, 1, 0, 1]])], {"scaled": False}, _mha_ref),
         ],
         "tril": [S([u(3, 4)], {}, _triangle_ref(True)),
                  S([u(2, 3, 3)], {"diagonal": -1}, _triangle_ref(True)),

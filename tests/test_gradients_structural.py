@@ -146,7 +146,7 @@ NN = [
     # see: tests/test_sequence_ops.py; repeated ids accumulate)
     *[c for c in from_samples("embedding") if c.values[2].get("padding_idx") is None],
     *from_samples("rms_norm"), *from_samples("scaled_dot_product_attention"),
-    *from_samples("dot_product_attention"),
+    *from_samples("dot_product_attention"), *from_samples("multi_head_dot_product_attention"),
 ]
 
 HELPERS = [

@@ -55,6 +55,7 @@ NAMES: dict[str, str | tuple[str, ...]] = {
     "layer_norm": "layerNorm",
     "rms_norm": "rmsNorm",
     "dot_product_attention": "dotProductAttention",
+    "multi_head_dot_product_attention": "multiHeadDotProductAttention",
     "batch_norm": "batchNorm",
     "bias_add": "biasAdd",
     "one_hot": "oneHot",

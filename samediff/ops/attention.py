@@ -231,3 +231,80 @@ define("dot_product_attention", ["queries", "keys", "values", "mask?"], _dpa_inf
        doc="ND4J's dotProductAttention: feature-major [batch, (heads,) features, timesteps] "
            "queries/keys/values, a [batch, timesteps] key mask (non-zero: attend), scaled by "
            "1/sqrt(features) when ``scaled``; gives [batch, (heads,) featuresV, queries].")
+
+
+# --- ND4J's multi-head form -------------------------------------------------------------------
+
+def _mha_infer(types: list[TensorType], a: Any) -> TensorType:
+    q, k, v, wq, wk, wv, wo = types[:7]
+    for name, t in (("queries", q), ("keys", k), ("values", v)):
+        if len(t.shape) != 3:
+            raise OpError(f"multi_head_dot_product_attention: {name} must be [batch, nIn, "
+                          f"timesteps], got {t}")
+    for name, t in (("Wq", wq), ("Wk", wk), ("Wv", wv)):
+        if len(t.shape) != 3:
+            raise OpError(f"multi_head_dot_product_attention: {name} must be [heads, "
+                          f"projected, nIn], got {t}")
+    heads, pv = wv.shape[0], wv.shape[1]
+    if len(wo.shape) != 2 or (heads >= 0 and pv >= 0 and wo.shape[0] >= 0
+                              and wo.shape[0] != heads * pv):
+        raise OpError(f"multi_head_dot_product_attention: Wo must be [heads * projectedValues "
+                      f"({heads} * {pv}), nOut], got {wo}")
+    projected = [TensorType((q.shape[0], wq.shape[0], wq.shape[1], q.shape[2]), q.dtype),
+                 TensorType((k.shape[0], wk.shape[0], wk.shape[1], k.shape[2]), k.dtype),
+                 TensorType((v.shape[0], heads, pv, v.shape[2]), v.dtype)]
+    _dpa_infer(projected + list(types[7:]), a)
+    return TensorType((q.shape[0], wo.shape[1], q.shape[2]), q.dtype)
+
+
+def _mha(queries: Any, keys: Any, values: Any, wq: Any, wk: Any, wv: Any, wo: Any,
+         mask: Any = None, *, scaled: bool) -> np.ndarray:
+    x = [np.asarray(a) for a in (queries, keys, values, wq, wk, wv, wo)]
+    _mha_infer([TensorType(a.shape, a.dtype) for a in x]
+               + ([TensorType(np.shape(mask), np.asarray(mask).dtype)] if mask is not None
+                  else []), SimpleNamespace(scaled=scaled))
+    q, k, v, wq, wk, wv, wo = x
+    project = (lambda w, a: np.matmul(w[None], a[:, None]))  # [b, heads, projected, T]
+    att = _dpa(project(wq, q), project(wk, k), project(wv, v), mask, scaled=scaled)
+    heads, pv = wv.shape[0], wv.shape[1]
+    wo4 = wo.reshape(heads, pv, wo.shape[1])
+    return np.matmul(np.swapaxes(wo4, -1, -2)[None], att).sum(axis=1)  # [b, nOut, Tq]
+
+
+def _mha_grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    """The projections and the attention recomputed with table ops, then the chain rule by
+    hand: each projection ``P = W x`` (per head) gives ``dW = sum_b dP x^T`` and
+    ``dx = sum_heads W^T dP``; the output ``sum_heads Wo_h^T A_h`` gives ``dWo_h = sum_b A_h
+    g^T`` and ``dA_h = Wo_h g``."""
+    q, k, v, wq, wk, wv, wo = ins[:7]
+    mask = ins[7:]
+    g = gs[0]
+    heads, pv = wv.shape[0], wv.shape[1]
+    if heads < 0 or pv < 0:
+        raise OpError("multi_head_dot_product_attention: its gradient needs Wv's shape known "
+                      "when the graph is built")
+    project = (lambda w, x: op.matmul(op.expand_dims(w, axis=0), op.expand_dims(x, axis=1)))
+    proj = [project(wq, q), project(wk, k), project(wv, v)]
+    att = op.dot_product_attention(*proj, *mask, scaled=a.scaled)  # [b, heads, pv, Tq]
+    wo4 = op.reshape(wo, shape=(heads, pv, wo.shape[1]))
+    g4 = op.expand_dims(g, axis=1)  # [b, 1, nOut, Tq]
+    d_wo = op.reshape(op.sum(op.matmul(att, g4, transpose_y=True), dims=(0,)),
+                      shape=tuple(wo.shape))
+    d_att = op.matmul(op.expand_dims(wo4, axis=0), g4)  # [b, heads, pv, Tq]
+    d_proj = _dpa_grad([*proj, *mask], [], [d_att], a)[:3]
+    grads_x, grads_w = [], []
+    for w, x, dp in zip((wq, wk, wv), (q, k, v), d_proj):
+        grads_w.append(op.sum(op.matmul(dp, op.expand_dims(x, axis=1), transpose_y=True),
+                              dims=(0,)))
+        grads_x.append(op.sum(op.matmul(op.expand_dims(w, axis=0), dp, transpose_x=True),
+                              dims=(1,)))
+    return [*grads_x, *grads_w, d_wo] + [None] * len(mask)
+
+
+define("multi_head_dot_product_attention",
+       ["queries", "keys", "values", "Wq", "Wk", "Wv", "Wo", "mask?"], _mha_infer, _mha,
+       attrs={"scaled": (Attr.BOOL, True)}, namespace="nn", grad=_mha_grad, method=False,
+       doc="ND4J's multiHeadDotProductAttention: [batch, nIn, T] queries/keys/values projected "
+           "per head by Wq/Wk [heads, projectedKeys, nIn] and Wv [heads, projectedValues, nIn], "
+           "dotProductAttention per head, heads concatenated and projected by Wo [heads * "
+           "projectedValues, nOut]; gives [batch, nOut, Tq].")
