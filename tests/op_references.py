@@ -20,6 +20,18 @@ import numpy as np
 _rng = np.random.default_rng(20240501)
 
 
+def central_differences(f: Callable[[np.ndarray], float], at: np.ndarray,
+                        eps: float = 1e-6) -> np.ndarray:
+    """The gradient of the scalar ``f`` at ``at`` by central differences (float64)."""
+    at = np.asarray(at, np.float64)
+    grad = np.zeros_like(at)
+    for i in range(at.size):
+        d = np.zeros_like(at)
+        d.flat[i] = eps
+        grad.flat[i] = (f(at + d) - f(at - d)) / (2 * eps)
+    return grad
+
+
 def u(*shape: int, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
     """Uniform floats."""
     return _rng.uniform(lo, hi, shape)
