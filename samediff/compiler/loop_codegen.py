@@ -46,7 +46,6 @@ from ..ops import TensorType
 from ..ops.registry import Accumulator
 from .codegen import PRELUDE, load, module_source
 from .exprs import Emitter
-from .loop_kernels import step_types
 from .plan import compute_dtype, fusable
 
 VECTOR, SCALAR = "vector", "scalar"
@@ -57,6 +56,13 @@ _INT_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minimum", "
 #: bool reductions, folded like ``op.accumulate``
 _BOOL_FOLDS = {"any": Accumulator("False", "(acc or {v})"),
                "all": Accumulator("True", "(acc and {v})")}
+
+
+def step_types(types: Sequence[TensorType], nc: int, nx: int) -> list[TensorType]:
+    """What one step of a loop on operands of ``types`` reads: the carry, one row of each
+    scanned array, the captures."""
+    rows = [TensorType(tuple(t.shape[1:]), t.dtype) for t in types[nc:nc + nx]]
+    return [*types[:nc], *rows, *types[nc + nx:]]
 
 
 class Unsupported(Exception):

@@ -54,18 +54,11 @@ def loop_kernel(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc
     return kernel
 
 
-def step_types(types: Sequence[TensorType], nc: int, nx: int) -> list[TensorType]:
-    """What one step of a loop on operands of ``types`` reads: the carry, one row of each
-    scanned array, the captures."""
-    rows = [TensorType(tuple(t.shape[1:]), t.dtype) for t in types[nc:nc + nx]]
-    return [*types[:nc], *rows, *types[nc + nx:]]
-
-
 def describe(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc: int,
              nx: int) -> str:
     """How a compiled plan runs this loop, for ``explain()``: whole, or step by step — why,
     and the plan each body gets per step (its fused kernels and library calls)."""
-    from .loop_codegen import LoopKernel, Unsupported
+    from .loop_codegen import LoopKernel, Unsupported, step_types
     from .plan import Group, partition
     try:
         LoopKernel(cond, body, types, nc, nx)
