@@ -28,7 +28,7 @@ from . import autodiff, serialize
 from .errors import GradientError
 from .array import ACTIVE_BODY, NDArray, as_numpy
 from .compiler.cache import Structure
-from .control import if_cond, while_loop_nd4j
+from .control.nd4j_methods import ControlFlowMethods
 from .dtypes import DEFAULT_FLOAT, FLOAT, nd4j_name, to_dtype
 from .frontends.nd4j import camel_case_method
 from .graph_args import parse_var_args, shape_arg
@@ -192,7 +192,7 @@ class _Recorder(GraphRecorder):
         return self.sd._handle(name)
 
 
-class SameDiff:
+class SameDiff(ControlFlowMethods):
     """A define-and-run computation graph (ND4J's ``SameDiff``): a façade over a graph IR
     (``self.graph``, ``samediff/ir.py``), the handles it gave out, its losses and its training
     state. Create with ``SameDiff.create()``."""
@@ -438,32 +438,6 @@ class SameDiff:
         self.last_plan, results = run_graph(self.graph, placeholders or {}, names,
                                             self._placeholder_arrays, self._structures)
         return {n: NDArray(r) for n, r in zip(names, results)}
-
-    def if_cond(self, out_name: Any, if_name: Any = None, cond: Any = None, true_body: Any = None,
-                false_body: Any = None, *, inputs: Any = ()) -> Any:
-        """ND4J's ``ifCond(outName, ifName, cond, trueBody, falseBody)`` (also
-        ``ifCond(cond, trueBody, falseBody)``): lambdas taking ``(sd, inputs)``; ``cond``
-        returns a BOOL scalar of this graph, each body its result(s), recorded as the branches
-        of one ``cond`` node (only the taken one runs). ``inputs``: the variables handed to
-        the lambdas — a body reads only those (``samediff.control.cond``)."""
-        if callable(out_name):  # ifCond(cond, trueBody, falseBody)
-            out_name, if_name, cond, true_body, false_body = None, None, out_name, if_name, cond
-        return if_cond(self, out_name, if_name, cond, true_body, false_body, inputs)
-
-    ifCond = if_cond
-
-    def while_loop(self, out_names: Any, loop_name: Any = None, loop_vars: Any = None,
-                   cond: Any = None, body: Any = None) -> list:
-        """ND4J's ``whileLoop(outputNames, loopName, loopVars, cond, body)`` (also
-        ``whileLoop(loopVars, cond, body)``): lambdas taking ``(sd, inputs)``; ``cond`` returns
-        a BOOL scalar, ``body`` the new loop variables; one ``while_loop`` node
-        (``samediff.control.while_loop``)."""
-        if callable(loop_name):  # whileLoop(loopVars, cond, body)
-            out_names, loop_name, loop_vars, cond, body = None, None, out_names, loop_name, \
-                loop_vars
-        return while_loop_nd4j(self, out_names, loop_name, loop_vars, cond, body)
-
-    whileLoop = while_loop
 
     def do_udf(self, udf: Any, *inputs: Any, **properties: Any) -> tuple:
         """Apply a user-defined op (its handle, ``OpDef`` or name) to variables; returns the

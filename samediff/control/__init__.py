@@ -18,6 +18,7 @@ bodies, and differentiate by building VJP bodies. Nothing below this package imp
   ``fori_loop`` (a scan with a counter).
 * ``while_loop.py`` — ``while_loop`` (the op, ``nd.while_loop`` and ND4J's ``sd.whileLoop``),
   with two gradients: save every carry, or binomial checkpointing.
+* ``nd4j_methods.py`` — ``sd.ifCond`` / ``sd.whileLoop``, a mixin of ``SameDiff``.
 
 >>> import nd4py as nd
 >>> nd.cond(nd.create(True), lambda x: x + 1, lambda x: x - 1, nd.create([1.0])).numpy().tolist()
