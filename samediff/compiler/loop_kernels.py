@@ -43,8 +43,9 @@ def loop_kernel(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc
         kernel = LoopKernel(cond, body, types, nc, nx)
     except Unsupported:
         kernel = None
-    if len(_KERNELS) > 256:
+    if len(_KERNELS) > 256:  # (bounded: a process that builds many distinct loops)
         _KERNELS.clear()
+        _BY_KEY.clear()
     _KERNELS[key] = kernel
     for graph in (cond, body):
         if graph is not None:
@@ -84,7 +85,9 @@ def describe(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc: i
 
 def _warm(key: tuple) -> None:
     """Compile a loop function on the compile thread: one call on operands of its types."""
-    kernel = _BY_KEY[key]
+    kernel = _BY_KEY.get(key)
+    if kernel is None:  # dropped with the cache meanwhile: its first call will compile it
+        return
     kernel.function()(*kernel.warm_arguments())
 
 

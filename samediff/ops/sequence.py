@@ -14,6 +14,7 @@ dims (a scalar 1.0 for none).
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,18 +40,13 @@ def _padding_row(padding_idx: int | None, rows: int) -> int | None:
     return padding_idx % rows if padding_idx < 0 else padding_idx
 
 
-def _check_table(w: Any) -> None:
-    if len(w.shape) != 2:
-        raise OpError(f"embedding: weight must be a [num_embeddings, dim] table, got "
-                      f"{getattr(w, 'dtype', '')}{list(w.shape)}")
-
-
 def _embedding_infer(types: list[TensorType], a: Any) -> TensorType:
     ids, w = types
     if ids.dtype.kind not in "iu":
         raise OpError(f"embedding: ids must be integers, got {ids}; cast them first "
                       f"(ids.cast('int64'))")
-    _check_table(w)
+    if len(w.shape) != 2:
+        raise OpError(f"embedding: weight must be a [num_embeddings, dim] table, got {w}")
     if w.shape[0] >= 0:
         _padding_row(a.padding_idx, w.shape[0])
     return TensorType((*ids.shape, w.shape[1]), w.dtype)
@@ -58,12 +54,9 @@ def _embedding_infer(types: list[TensorType], a: Any) -> TensorType:
 
 def _embedding(ids: Any, weight: Any, *, padding_idx: int | None) -> np.ndarray:
     ids, weight = np.asarray(ids), np.asarray(weight)
-    _check_table(weight)
-    if ids.dtype.kind not in "iu":
-        raise OpError(f"embedding: ids must be integers, got {ids.dtype}; cast them first "
-                      f"(ids.cast('int64'))")
+    _embedding_infer([TensorType(ids.shape, ids.dtype), TensorType(weight.shape, weight.dtype)],
+                     SimpleNamespace(padding_idx=padding_idx))  # (eager calls: the same checks)
     rows = len(weight)
-    _padding_row(padding_idx, rows)
     if ids.size and (ids.min() < 0 or ids.max() >= rows):
         raise OpIndexError(f"embedding: ids must be in [0, {rows}) (the table's rows); got "
                            f"values from {ids.min()} to {ids.max()}")
