@@ -792,5 +792,6 @@ for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D poolin
                      ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
                      ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
                      ("op_samples_control", "control_samples"),  # ops with sub-graphs (cond)
-                     ("op_samples_sequence", "sequence_samples")):  # embedding, rms_norm
+                     ("op_samples_sequence", "sequence_samples"),  # embedding, attention...
+                     ("op_samples_recurrent", "recurrent_samples")):  # LSTM, GRU, RNN layers
     _load_rows(_module, _fn)

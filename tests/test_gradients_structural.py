@@ -45,12 +45,14 @@ def case(op, *inputs, id=None, **attrs):
     return pytest.param(op, list(inputs), attrs, id=id or op)
 
 
-def from_samples(op, first_only=False):
+def from_samples(op, first_only=False, smooth=False):
     """Cases from ``SAMPLES[op]``: float inputs become variables (only the first with
     ``first_only``: the ``like`` inputs of the helpers lend just their shape), the rest
-    constants."""
+    constants; with ``smooth`` only the samples finite differences apply to."""
     out = []
     for k, s in enumerate(SAMPLES[op]):
+        if smooth and not s.smooth:
+            continue
         inputs = [x if isinstance(x, np.ndarray) and x.dtype.kind == "f"
                   and (j == 0 or not first_only) else Const(x) for j, x in enumerate(s.inputs)]
         out.append(pytest.param(op, inputs, dict(s.attrs), id=f"{op}-sample{k}"))
@@ -147,6 +149,7 @@ NN = [
     *[c for c in from_samples("embedding") if c.values[2].get("padding_idx") is None],
     *from_samples("rms_norm"), *from_samples("scaled_dot_product_attention"),
     *from_samples("dot_product_attention"), *from_samples("multi_head_dot_product_attention"),
+    *[c for op in ("lstm_layer", "gru_layer", "rnn_layer") for c in from_samples(op, smooth=True)],
 ]
 
 HELPERS = [
@@ -185,16 +188,19 @@ def test_gradient_matches_finite_differences(op, inputs, attrs):
 
 
 MODULES = ("shape_ops", "slicing", "linalg", "nn", "creation", "random_ops", "adjoints",
-           "sequence", "attention")
+           "sequence", "attention", "recurrent")
 NONDIFFERENTIABLE = ["one_hot", "zeros", "ones", "full", "linspace", "arange", "eye", "uniform",
                      "normal", "bernoulli", "truncated_normal"]
 NO_INPUT_GRADIENT = ["zeros_like", "ones_like", "full_like"]
+#: gradients computed in one op (back through time), not differentiable again
+FIRST_ORDER_ONLY = ["lstm_layer_grad", "gru_layer_grad", "rnn_layer_grad"]
 
 
 def test_every_structural_op_is_covered():
     mine = {n for n, op in REGISTRY.items() if op.impl.__module__.split(".")[-1] in MODULES
             or op.infer.__module__.split(".")[-1] in MODULES}
-    covered = {p.values[0] for p in ALL_CASES} | set(NONDIFFERENTIABLE) | set(NO_INPUT_GRADIENT)
+    covered = ({p.values[0] for p in ALL_CASES} | set(NONDIFFERENTIABLE)
+               | set(NO_INPUT_GRADIENT) | set(FIRST_ORDER_ONLY))
     assert mine - covered == set()
     assert all(REGISTRY[n].grad is not None for n in mine)
 
@@ -202,6 +208,18 @@ def test_every_structural_op_is_covered():
 @pytest.mark.parametrize("op", NONDIFFERENTIABLE)
 def test_creation_random_and_one_hot_are_nondifferentiable(op):
     assert REGISTRY[op].grad is NONDIFF
+
+
+@pytest.mark.parametrize("op", FIRST_ORDER_ONLY)
+def test_recurrent_gradients_refuse_a_second_derivative_by_name(op):
+    sample = SAMPLES[op][0]
+    sd = SameDiff.create()
+    args = [sd.var(f"x{i}", x) if x.dtype.kind == "f" else sd.constant(f"c{i}", x)
+            for i, x in enumerate(sample.inputs)]
+    outs = getattr(sd.all_ops, op)(*args, **sample.attrs)
+    sum(o.sum() for o in outs).mark_as_loss()
+    with pytest.raises(GradientError, match="back through time in one op"):
+        sd.calculate_gradients({}, "x0")
 
 
 @pytest.mark.parametrize("op", NO_INPUT_GRADIENT)

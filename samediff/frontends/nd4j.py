@@ -110,6 +110,7 @@ NAMESPACES: dict[str, Namespace] = {
     "random": Namespace(("random",), eager=False),
     "creation": Namespace(("creation",), eager=False),
     "control": Namespace(("control",), eager=False),  # ops with sub-graphs (samediff/control)
+    "rnn": Namespace(("rnn",)),
 }
 
 #: Ops with ND4J's in-place method ``<op>i`` on arrays and variables (``x.addi(y)``).

@@ -5,7 +5,7 @@ may be imported in any order; a module imports what it uses (the adjoint ops of 
 are imported by the modules whose gradient rules use them).
 """
 from . import adjoints, attention, creation, elementwise, fft, linalg, nn, random_ops  # noqa: F401
-from . import reductions, sequence, shape_ops, slicing, train_mode  # noqa: F401
+from . import recurrent, reductions, sequence, shape_ops, slicing, train_mode  # noqa: F401
 from . import cnn, cnn_depthwise, cnn_layout, cnn_lrn, cnn_pooling, cnn_volumetric  # noqa: F401
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table

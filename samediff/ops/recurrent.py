@@ -1,0 +1,433 @@
+"""Recurrent layers: ``lstm_layer``, ``gru_layer`` and ``rnn_layer``, one driver for all three.
+
+Each op runs a cell of ``recurrent_cells.py`` over a sequence. Inputs, after ``x``, ``W``
+``[nIn, gates * hidden]`` and ``R [hidden, gates * hidden]``, are the optional ones the
+``given`` attribute names, in ND4J's ``lstmLayer`` order: ``b`` (``[gates * hidden]``, or
+``[2 * gates * hidden]``: input and recurrent biases, ONNX's ``B`` and PyTorch's ``b_ih,
+b_hh``), ``seq_len`` (``[batch]`` integers: example b's steps ``t >= seq_len[b]`` give zeros
+and leave its state alone), ``h0``, ``c0`` (LSTM) and ``peephole`` (LSTM, ``[3 * hidden]``).
+Bidirectional layers take each of these with a leading 2 (forward, backward).
+
+Attributes (ND4J's ``LSTMLayerConfig`` and ONNX's ``LSTM``/``GRU``/``RNN``):
+
+* ``data_format``: ``TNS`` (``[time, batch, nIn]``), ``NTS``, ``NST`` or ``T2NS`` (input as
+  TNS, output ``[time, directions, batch, hidden]``: ONNX's ``Y``);
+* ``direction``: ``fwd``, ``bwd`` (each example's steps ``seq_len[b] - 1 ... 0``),
+  ``bidir_sum``, ``bidir_concat`` (features ``[forward, backward]``), ``bidir_extra_dim``
+  (needs T2NS);
+* ``gate_order``: the order of the gate blocks in W, R, b and the peepholes — LSTM ``ifco``
+  (ND4J's and PyTorch's ``i, f, g, o``) or ``iofc`` (ONNX's, peepholes ``i, o, f``); GRU ``rzn``
+  (ND4J's ``r, u, c`` and PyTorch's) or ``zrn`` (ONNX's ``z, r, h``); ``nd4j``, ``pytorch``
+  and ``onnx`` name them too;
+* ``activations`` (ONNX's list: LSTM gate, cell, output; GRU gate, candidate; RNN one),
+  each a name or ``(name, alpha, beta)``; ``cell_clip`` (LSTM, ND4J's: the cell state is
+  clipped to ``[-cell_clip, cell_clip]``, 0 = never); ``linear_before_reset`` (GRU: PyTorch's
+  form).
+
+Outputs: ``y`` (every step's hidden state in ``data_format``), ``h_last`` (``[batch, hidden]``,
+``[2, batch, hidden]`` when bidirectional: each example's state after its last step) and, for
+the LSTM, ``c_last``. The input projection of the whole sequence is one GEMM; each step is a
+GEMM with R and the gate math. The gradient (op ``<cell>_layer_grad``) runs the sequence again
+keeping each step's gates and then back through time; it is not differentiable again.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..errors import GradientError, OpError
+from .call import op
+from .cnn_attrs import choice
+from .families import Attr
+from .recurrent_cells import CELLS, Grads, StepWeights, activations_kind
+from .registry import AttrKind, TensorType, define
+
+#: the optional inputs in the order they follow x, W, R (ND4J lstmLayer's order)
+OPTIONAL = ("b", "seq_len", "h0", "c0", "peephole")
+FORMATS = ("TNS", "NTS", "NST", "T2NS")
+DIRECTIONS = ("fwd", "bwd", "bidir_sum", "bidir_concat", "bidir_extra_dim")
+#: gate order -> the permutation of its gate blocks into the cell's canonical order, and of
+#: the LSTM's peepholes (canonical i, f, o)
+GATE_ORDERS = {
+    "lstm": {"ifco": ((0, 1, 2, 3), (0, 1, 2)), "iofc": ((0, 2, 3, 1), (0, 2, 1))},
+    "gru": {"rzn": ((0, 1, 2), None), "zrn": ((1, 0, 2), None)},
+    "rnn": {"h": ((0,), None)},
+}
+_ORDER_NAMES = {"lstm": {"nd4j": "ifco", "pytorch": "ifco", "ifgo": "ifco", "onnx": "iofc"},
+                "gru": {"nd4j": "rzn", "pytorch": "rzn", "ruc": "rzn", "onnx": "zrn",
+                        "zrh": "zrn"},
+                "rnn": {"nd4j": "h", "pytorch": "h", "onnx": "h"}}
+_DEFAULT_ACTS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh"),
+                 "rnn": ("tanh",)}
+
+
+def _given_kind(kind: str) -> AttrKind:
+    allowed = tuple(n for n in OPTIONAL if kind == "lstm" or n not in ("c0", "peephole"))
+
+    def coerce(v: Any) -> tuple[str, ...]:
+        names = (v,) if isinstance(v, str) else tuple(str(n) for n in v)
+        if any(n not in allowed for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"expected optional input names from {allowed}, got {v!r}")
+        return tuple(n for n in allowed if n in names)  # (canonical order)
+    return AttrKind("inputs", coerce)
+
+
+def _order_kind(kind: str) -> AttrKind:
+    def coerce(v: Any) -> str:
+        s = Attr.STR.coerce(v).lower()
+        s = _ORDER_NAMES[kind].get(s, s)
+        if s not in GATE_ORDERS[kind]:
+            raise ValueError(f"expected one of {sorted(GATE_ORDERS[kind])} (or nd4j, pytorch, "
+                             f"onnx), got {v!r}")
+        return s
+    return AttrKind("|".join(GATE_ORDERS[kind]), coerce)
+
+
+def layer_attrs(kind: str) -> dict:
+    acts = activations_kind(len(_DEFAULT_ACTS[kind]), {
+        "lstm": "gate, cell, output", "gru": "gate, candidate", "rnn": "hidden"}[kind])
+    attrs = {"given": (_given_kind(kind), ()),
+             "data_format": (choice(*FORMATS), "TNS"),
+             "direction": (choice(*DIRECTIONS), "fwd"),
+             "gate_order": (_order_kind(kind), next(iter(GATE_ORDERS[kind]))),
+             "activations": (acts, acts.coerce(_DEFAULT_ACTS[kind]))}
+    if kind == "lstm":
+        attrs["cell_clip"] = (Attr.FLOAT, 0.0)
+    if kind == "gru":
+        attrs["linear_before_reset"] = (Attr.BOOL, False)
+    return attrs
+
+
+# --- shapes -------------------------------------------------------------------------------------
+
+def _named(items: list, a: Any) -> dict[str, Any]:
+    """The inputs by name (``x``, ``W``, ``R`` and the ``given`` ones)."""
+    names = ("x", "W", "R", *a.given)
+    if len(items) != len(names):
+        raise OpError(f"takes the inputs {names} (given={a.given}), got {len(items)} arrays")
+    return dict(zip(names, items))
+
+
+def _layer_infer(kind: str):
+    cell = CELLS[kind]
+    name = f"{kind}_layer"
+
+    def infer(types: list[TensorType], a: Any) -> list[TensorType]:
+        try:
+            t = _named(types, a)
+        except OpError as err:
+            raise OpError(f"{name}: {err}") from None
+        x, W, R = t["x"], t["W"], t["R"]
+        bidir = a.direction.startswith("bidir")
+        lead = (2,) if bidir else ()
+        dirs = "bidirectional: " if bidir else ""
+
+        def fail(what: str) -> OpError:
+            return OpError(f"{name}: {what} (x {x}, W {W}, R {R}; data_format={a.data_format}"
+                           f", direction={a.direction})")
+        if (a.direction == "bidir_extra_dim") != (a.data_format == "T2NS") and bidir:
+            raise fail("direction bidir_extra_dim goes with data_format T2NS (output [time, "
+                       "2, batch, hidden]) and T2NS takes no other bidirectional mode")
+        for n, tt in t.items():
+            if n != "seq_len" and tt.dtype.kind != "f":
+                raise fail(f"{n} must be floating point, got {tt}")
+            if n != "seq_len" and tt.dtype != x.dtype:
+                raise fail(f"{n} is {tt.dtype} but x is {x.dtype}; give every weight x's dtype")
+        if len(x.shape) != 3:
+            raise fail(f"x must be rank 3 ({a.data_format if a.data_format != 'T2NS' else 'TNS'}"
+                       f"), got {x}")
+        fmt = "TNS" if a.data_format == "T2NS" else a.data_format
+        steps, batch, n_in = (x.shape[fmt.index(c)] for c in "TNS")
+        if len(R.shape) != 2 + bidir or len(W.shape) != 2 + bidir:
+            raise fail(f"{dirs}W must be {'[2, ' if bidir else '['}nIn, {cell.gates}*hidden] and "
+                       f"R {'[2, ' if bidir else '['}hidden, {cell.gates}*hidden]")
+        widths = [d // cell.gates for d in (R.shape[-1], W.shape[-1]) if d >= 0]
+        hidden = R.shape[-2] if R.shape[-2] >= 0 else (widths[0] if widths else -1)
+        gh = cell.gates * hidden if hidden >= 0 else -1
+        agree = (lambda got, want: all(g < 0 or w < 0 or g == w for g, w in zip(got, want)))
+        if not (agree(W.shape, (*lead, n_in, gh)) and agree(R.shape, (*lead, hidden, gh))) \
+                or any(d >= 0 and d % cell.gates for d in (R.shape[-1], W.shape[-1])):
+            raise fail(f"the weights do not fit: W must be {[*lead, n_in, gh]} and R "
+                       f"{[*lead, hidden, gh]} for nIn={n_in}, hidden={hidden} "
+                       f"({cell.gates} gate{'s' if cell.gates > 1 else ''})")
+        expect = {"b": [(*lead, gh), (*lead, 2 * gh)], "seq_len": [(batch,)],
+                  "h0": [(*lead, batch, hidden)], "c0": [(*lead, batch, hidden)],
+                  "peephole": [(*lead, 3 * hidden)]}
+        for n in a.given:
+            got = t[n].shape
+            if not any(len(got) == len(e) and agree(got, e) for e in expect[n]):
+                raise fail(f"{n} must have shape {' or '.join(map(str, expect[n]))}, got "
+                           f"{t[n]}")
+        if "seq_len" in t and t["seq_len"].dtype.kind not in "iu":
+            raise fail(f"seq_len must be integers (steps per example), got {t['seq_len']}")
+        width = 2 * hidden if a.direction == "bidir_concat" and hidden >= 0 else hidden
+        if a.data_format == "T2NS":
+            y = (steps, 2 if bidir else 1, batch, hidden)
+        else:
+            y = tuple({"T": steps, "N": batch, "S": width}[c] for c in fmt)
+        last = TensorType((*lead, batch, hidden), x.dtype)
+        return [TensorType(y, x.dtype), last] + ([last] if cell.states == 2 else [])
+    return infer
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+#: data format -> the axes that make it time-major ([time, batch, features]), and back
+_TO_TIME_MAJOR = {"TNS": None, "T2NS": None, "NTS": (1, 0, 2), "NST": (2, 0, 1)}
+_FROM_TIME_MAJOR = {"TNS": None, "T2NS": None, "NTS": (1, 0, 2), "NST": (1, 2, 0)}
+
+
+def _time_major(x: np.ndarray, fmt: str) -> np.ndarray:
+    axes = _TO_TIME_MAJOR[fmt]
+    return x if axes is None else x.transpose(axes)
+
+
+def _from_time_major(y: np.ndarray, fmt: str) -> np.ndarray:
+    axes = _FROM_TIME_MAJOR[fmt]
+    return y if axes is None else y.transpose(axes)
+
+
+def _reverse_index(steps: int, lengths: np.ndarray | None, batch: int) -> tuple:
+    """The index that reverses each example's first ``lengths[b]`` steps (the rest stay):
+    applying it twice is the identity."""
+    t = np.arange(steps)[:, None]
+    if lengths is None:
+        return (np.broadcast_to(steps - 1 - t, (steps, batch)), np.arange(batch)[None, :])
+    src = np.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)
+    return src, np.arange(batch)[None, :]
+
+
+def _blocks(w: np.ndarray | None, perm: tuple[int, ...], inverse: bool = False) -> Any:
+    """Reorder the gate blocks of the last axis of ``w``: block k of the result is block
+    ``perm[k]`` of ``w`` (``inverse``: undo that)."""
+    if w is None or perm == tuple(range(len(perm))):
+        return w
+    if inverse:
+        perm = tuple(int(i) for i in np.argsort(perm))
+    parts = np.split(w, len(perm), axis=-1)
+    return np.concatenate([parts[p] for p in perm], axis=-1)
+
+
+class _Direction:
+    """One direction of a layer in the cell's canonical gate order: its weights and what its
+    backward pass needs."""
+
+    def __init__(self, kind: str, a: Any, n: dict, d: int | None, reverse: bool) -> None:
+        self.cell = CELLS[kind]
+        self.kind, self.reverse = kind, reverse
+        perm, peep_perm = GATE_ORDERS[kind][a.gate_order]
+        self.perm, self.peep_perm = perm, peep_perm
+        pick = (lambda v: None if v is None else (v if d is None else v[d]))
+        self.W = _blocks(pick(n["W"]), perm)
+        R = _blocks(pick(n["R"]), perm)
+        gh = R.shape[-1]
+        b = pick(n.get("b"))
+        self.split_bias = b is not None and b.shape[-1] == 2 * gh
+        lbr = kind == "gru" and a.linear_before_reset
+        rec_bias = None
+        if b is None:
+            b_in = None
+        elif self.split_bias:
+            b_in, b_rec = _blocks(b[:gh], perm), _blocks(b[gh:], perm)
+            if lbr:
+                rec_bias = b_rec
+            else:
+                b_in = b_in + b_rec
+        else:
+            b_in = _blocks(b, perm)
+        self.b_in = b_in
+        peep = pick(n.get("peephole"))
+        if peep is not None:
+            peep = peep.reshape(3, -1)[list(peep_perm)]
+        self.w = StepWeights(R, peep, rec_bias, a.activations,
+                             getattr(a, "cell_clip", 0.0), lbr)
+        self.h0, self.c0 = pick(n.get("h0")), pick(n.get("c0"))
+
+    def initial(self, batch: int, dtype: np.dtype) -> tuple:
+        hidden = self.w.R.shape[0]
+        zero = np.zeros((batch, hidden), dtype)
+        h = zero if self.h0 is None else np.asarray(self.h0, dtype)
+        if self.cell.states == 1:
+            return (h,)
+        return h, zero if self.c0 is None else np.asarray(self.c0, dtype)
+
+    def project(self, xt: np.ndarray, order: tuple | None) -> np.ndarray:
+        """``x @ W + b`` for every step at once, in this direction's time order."""
+        steps, batch, n_in = xt.shape
+        zx = (xt.reshape(steps * batch, n_in) @ self.W).reshape(steps, batch, -1)
+        if self.b_in is not None:
+            zx += self.b_in
+        return zx[order] if order is not None else zx
+
+    def run(self, zx: np.ndarray, lengths: np.ndarray | None, tape: list | None) -> tuple:
+        steps, batch = zx.shape[:2]
+        state = self.initial(batch, zx.dtype)
+        ys = np.zeros((steps, batch, self.w.R.shape[0]), zx.dtype)
+        step = self.cell.step
+        for t in range(steps):
+            new, saved = step(zx[t], state, self.w)
+            if lengths is not None:
+                live = (t < lengths)[:, None]
+                new = tuple(np.where(live, s_new, s) for s_new, s in zip(new, state))
+                ys[t] = np.where(live, new[0], 0.0)
+            else:
+                ys[t] = new[0]
+            if tape is not None:
+                tape.append((state, saved))
+            state = new
+        return ys, state
+
+    def back(self, dys: np.ndarray, d_last: tuple, lengths: np.ndarray | None,
+             tape: list) -> tuple[np.ndarray, tuple, Grads]:
+        acc = Grads(self.w)
+        dzx = np.empty((dys.shape[0], dys.shape[1], self.w.R.shape[1]), dys.dtype)
+        d = d_last
+        for t in range(len(tape) - 1, -1, -1):
+            state, saved = tape[t]
+            d_new = (dys[t] + d[0], *d[1:])
+            if lengths is not None:
+                live = (t < lengths)[:, None]
+                d_new = tuple(np.where(live, g, 0.0) for g in d_new)
+            dz, d_prev = self.cell.step_back(d_new, state, saved, self.w, acc)
+            if lengths is not None:  # a finished example's state went through unchanged
+                d_prev = tuple(p + np.where(live, 0.0, g) for p, g in zip(d_prev, d))
+            dzx[t] = dz
+            d = d_prev
+        return dzx, d, acc
+
+
+def _directions(kind: str, a: Any, n: dict) -> list[_Direction]:
+    if a.direction in ("fwd", "bwd"):
+        return [_Direction(kind, a, n, None, a.direction == "bwd")]
+    return [_Direction(kind, a, n, 0, False), _Direction(kind, a, n, 1, True)]
+
+
+def _prepare(kind: str, arrays: tuple, a: Any) -> tuple:
+    n = _named([np.asarray(v) for v in arrays], a)
+    _layer_infer(kind)([TensorType(v.shape, v.dtype) for v in n.values()], a)  # eager checks
+    xt = _time_major(n["x"], a.data_format)
+    lengths = n.get("seq_len")
+    if lengths is not None:
+        lengths = lengths.astype(np.int64)
+        if lengths.size and (lengths.min() < 0 or lengths.max() > xt.shape[0]):
+            raise OpError(f"{kind}_layer: seq_len must be in [0, {xt.shape[0]}] (the number "
+                          f"of time steps); got values from {lengths.min()} to {lengths.max()}")
+    return n, xt, lengths
+
+
+def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tuple:
+    n, xt, lengths = _prepare(kind, arrays, a)
+    steps, batch = xt.shape[:2]
+    ys, lasts = [], []
+    for k, direction in enumerate(_directions(kind, a, n)):
+        order = _reverse_index(steps, lengths, batch) if direction.reverse else None
+        tape = None if tapes is None else []
+        y, last = direction.run(direction.project(xt, order), lengths, tape)
+        ys.append(y[order] if order is not None else y)
+        lasts.append(last)
+        if tapes is not None:
+            tapes.append((direction, order, tape))
+    if len(ys) == 1:
+        y = ys[0][:, None] if a.data_format == "T2NS" else ys[0]
+        states = lasts[0]
+    else:
+        y = {"bidir_sum": lambda: ys[0] + ys[1],
+             "bidir_concat": lambda: np.concatenate(ys, axis=-1),
+             "bidir_extra_dim": lambda: np.stack(ys, axis=1)}[a.direction]()
+        states = tuple(np.stack(pair) for pair in zip(*lasts))
+    return (_from_time_major(y, a.data_format), *states)
+
+
+def _backward(kind: str, arrays: tuple, grads: tuple, a: Any) -> tuple:
+    tapes: list = []
+    _forward(kind, arrays, a, tapes)
+    n, xt, lengths = _prepare(kind, arrays, a)
+    steps, batch, n_in = xt.shape
+    dy = np.asarray(grads[0], xt.dtype)
+    dy_t = _time_major(dy, a.data_format)
+    bidir = len(tapes) == 2
+    hidden = tapes[0][0].w.R.shape[0]
+    out: dict[str, list] = {k: [] for k in ("x", "W", "R", "b", "h0", "c0", "peephole")}
+    dx = np.zeros_like(xt)
+    for k, (direction, order, tape) in enumerate(tapes):
+        if a.data_format == "T2NS":
+            dyk = dy_t[:, k]
+        elif a.direction == "bidir_concat":
+            dyk = dy_t[..., k * hidden:(k + 1) * hidden]
+        else:
+            dyk = dy_t
+        d_last = tuple(np.asarray(g[k] if bidir else g, xt.dtype) for g in grads[1:])
+        if order is not None:
+            dyk = dyk[order]
+        dzx, d0, acc = direction.back(dyk, d_last, lengths, tape)
+        if order is not None:
+            dzx = dzx[order]
+        flat = dzx.reshape(steps * batch, -1)
+        dx += (flat @ direction.W.T).reshape(steps, batch, n_in)
+        perm, peep_perm = direction.perm, direction.peep_perm
+        out["W"].append(_blocks(xt.reshape(steps * batch, n_in).T @ flat, perm, True))
+        out["R"].append(_blocks(acc.R, perm, True))
+        db = _blocks(flat.sum(0), perm, True)
+        if direction.split_bias:
+            rec = (_blocks(acc.recurrent_bias, perm, True) if direction.w.recurrent_bias
+                   is not None else db)
+            db = np.concatenate([db, rec])
+        out["b"].append(db)
+        out["h0"].append(d0[0])
+        if len(d0) > 1:
+            out["c0"].append(d0[1])
+        if acc.peephole is not None:
+            out["peephole"].append(acc.peephole[list(np.argsort(peep_perm))].reshape(-1))
+    out["x"] = [_from_time_major(dx, a.data_format)]
+    pack = (lambda vs: np.stack(vs) if bidir else vs[0])
+    return tuple(pack(out[name]) if name != "x" else out["x"][0]
+                 for name in ("x", "W", "R", *a.given) if name != "seq_len")
+
+
+# --- the ops ------------------------------------------------------------------------------------
+
+def _no_second_order(ins: list, outs: list, gs: list, a: Any) -> list:
+    raise GradientError("the gradient of a recurrent layer (lstm_layer, gru_layer, "
+                        "rnn_layer) runs back through time in one op and is not "
+                        "differentiable again")
+
+
+def _grad_rule(kind: str):
+    def rule(ins: list, outs: list, gs: list, a: Any) -> list:
+        got = getattr(op, f"{kind}_layer_grad")(*ins, *gs, **dict(vars(a)))
+        got = list(got) if isinstance(got, (list, tuple)) else [got]
+        names = ("x", "W", "R", *a.given)
+        return [None if name == "seq_len" else got.pop(0) for name in names]
+    return rule
+
+
+def _grad_infer(kind: str):
+    forward = _layer_infer(kind)
+
+    def infer(types: list[TensorType], a: Any) -> list[TensorType]:
+        count = 3 + len(a.given)
+        forward(types[:count], a)
+        return [t for name, t in zip(("x", "W", "R", *a.given), types[:count])
+                if name != "seq_len"]
+    return infer
+
+
+for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONNX RNN)")):
+    define(f"{_kind}_layer", ["*inputs"], _layer_infer(_kind),
+           (lambda k: lambda *xs, **a: _forward(k, xs, SimpleNamespace(**a)))(_kind),
+           attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
+           grad=_grad_rule(_kind),
+           doc=f"A {_title} layer over a sequence: inputs x, W, R and the optional ones named "
+               f"by ``given`` (b, seq_len, h0" + (", c0, peephole" if _kind == "lstm" else "")
+               + "); data_format TNS/NTS/NST/T2NS, direction fwd/bwd/bidir_*; returns y, "
+               "h_last" + (", c_last" if _kind == "lstm" else "") + ".")
+    define(f"{_kind}_layer_grad", ["*inputs"], _grad_infer(_kind),
+           (lambda k: lambda *xs, **a: _backward(
+               k, xs[:3 + len(a["given"])], xs[3 + len(a["given"]):], SimpleNamespace(**a)))(
+               _kind),
+           attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
+           grad=_no_second_order,
+           doc=f"The gradient of {_kind}_layer (inputs: its inputs, then the gradients of its "
+               f"outputs): the gradients of its float inputs, back through time.")
