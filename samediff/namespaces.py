@@ -75,8 +75,21 @@ class OpNamespace:
         setattr(self, name, fn)  # later lookups skip __getattr__
         return fn
 
+    def _raw_op(self, name: str) -> Callable[..., Any]:
+        """The function applying op ``name`` (any op) here, bypassing hand-written forms of
+        the same name (``RnnForms.lstm_layer`` calls the ``lstm_layer`` op through this)."""
+        fn = self._cache.get(name)
+        if fn is None:
+            op = self._frontend.ops_in(None).get(name)
+            if op is None:
+                raise AttributeError(f"{self._title}: no op {name!r}")
+            fn = self._cache[name] = op_function(op, self._frontend, self._apply,
+                                                 self._leading_name)
+        return fn
+
     def __dir__(self) -> list[str]:
-        return sorted(self._frontend.ops_in(self._groups))
+        extra = [n for n in dir(type(self)) if not n.startswith("_") and n not in dir(OpNamespace)]
+        return sorted({*self._frontend.ops_in(self._groups), *extra})
 
     def __repr__(self) -> str:
         return f"<{self._title}: {len(self._frontend.ops_in(self._groups))} ops>"
@@ -86,8 +99,22 @@ def op_namespaces(frontend: Frontend, prefix: str, apply: Applier, *, eager_only
                   leading_name: bool = False) -> dict[str, OpNamespace]:
     """One ``OpNamespace`` per namespace of the front end's layout (``eager_only``: only those
     the eager API shows), keyed by the namespace's name."""
-    return {ns: OpNamespace(f"{prefix}.{ns}", frontend, space.groups, apply, leading_name)
+    return {ns: _namespace_class(space.forms)(f"{prefix}.{ns}", frontend, space.groups, apply,
+                                              leading_name)
             for ns, space in frontend.namespaces.items() if space.eager or not eager_only}
+
+
+_WITH_FORMS: dict[type, type] = {}
+
+
+def _namespace_class(forms: type | None) -> type:
+    """``OpNamespace``, or (one class per mixin) it with a namespace's hand-written forms."""
+    if forms is None:
+        return OpNamespace
+    cls = _WITH_FORMS.get(forms)
+    if cls is None:
+        cls = _WITH_FORMS[forms] = type(f"{forms.__name__}Namespace", (forms, OpNamespace), {})
+    return cls
 
 
 def attach_namespaces(sd: Any, record: Applier) -> None:

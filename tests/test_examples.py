@@ -102,3 +102,16 @@ def test_control_flow_newton_gradient_and_scan_rnn_reach_95_percent():
     assert "reloaded: " + f"{accuracy:.4f}" in out
     first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
     assert last < first, out
+
+
+@pytest.mark.heavy(seconds=6)
+def test_sequence_digits_lstm_layer_reaches_97_percent():
+    """ND4J's lstmLayer (NTS, last hidden state) trained with fit; interpreted (the layer is
+    one op either way)."""
+    pytest.importorskip("sklearn")
+    out = _run("examples/sequence_digits.py", ND4PY_COMPILE="interpret")
+    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
+    assert accuracy >= 0.97, out
+    assert "reloaded: " + f"{accuracy:.4f}" in out
+    first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
+    assert last < first, out

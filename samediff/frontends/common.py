@@ -32,6 +32,9 @@ class Namespace:
 
     groups: tuple[str, ...]
     eager: bool = True
+    #: a mixin of hand-written functions the namespace also has (``RnnForms``: ND4J's
+    #: ``lstmLayer`` with its config objects), built on ``OpNamespace._raw_op``
+    forms: type | None = None
 
 
 @dataclass(frozen=True, eq=False)

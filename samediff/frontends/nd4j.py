@@ -26,6 +26,7 @@ from .cnn_config import OpConfig
 from .cnn_overloads import CNN_OVERLOADS
 from .common import Frontend, Namespace
 from .nd4j_overloads import ND4J_OVERLOADS, Rewrite, flags_first
+from .rnn import RnnForms
 
 #: op name -> its ND4J name(s) where they differ from the op's own name, and the Pythonic
 #: spellings this front end also accepts. ND4J's elementwise ``max``/``min`` (``Transforms``)
@@ -110,7 +111,7 @@ NAMESPACES: dict[str, Namespace] = {
     "random": Namespace(("random",), eager=False),
     "creation": Namespace(("creation",), eager=False),
     "control": Namespace(("control",), eager=False),  # ops with sub-graphs (samediff/control)
-    "rnn": Namespace(("rnn",)),
+    "rnn": Namespace(("rnn",), forms=RnnForms),  # recurrent layers; ND4J's lstmLayer...
 }
 
 #: Ops with ND4J's in-place method ``<op>i`` on arrays and variables (``x.addi(y)``).
