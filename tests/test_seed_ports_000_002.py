@@ -421,8 +421,7 @@ def test_seed_001_compile_two_inputs_execute_close():
 
 @pytest.mark.parametrize("namespace", [
     "math", "nn", "loss", "random",
-    "cnn",
-    pytest.param("rnn", marks=pytest.mark.xfail(strict=True, reason="no sd.rnn op namespace")),
+    "cnn", "rnn",
 ])
 def test_seed_001_op_namespaces(namespace):
     # T58 001:421 "op namespaces: sd.math, sd.nn, sd.cnn, sd.rnn, sd.loss, sd.random"
