@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import statistics
-import time
 
 import numpy as np
 
 import nd4py as nd
+
+from timing import interleaved, print_ratios  # benchmarks/timing.py (the script's directory)
 
 N, STEPS, RNN_STEPS, GRAD_STEPS = 64, 1000, 200, 200
 BURST = 5  # calls per sample
@@ -206,12 +205,6 @@ def memory_rows(steps: int = 200, n: int = 1 << 18) -> dict:
     return rows
 
 
-def _spin(stop) -> None:
-    x = 0
-    while not stop.is_set():
-        x += 1
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -235,49 +228,11 @@ def main() -> None:
         rows = make()
         if rows is not None:
             contestants[name] = rows
-    stop, spinner = multiprocessing.Event(), None
-    if args.busy:
-        spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
-        spinner.start()
-    try:
-        for rows in contestants.values():  # warm-up (compiles)
-            for fn in rows.values():
-                fn()
-        samples: dict = {c: {r: [] for r in rows} for c, rows in contestants.items()}
-        names = list(contestants)
-        # interleaved: per round and row every contestant runs a burst of calls, in rotating
-        # order; a sample is the burst's median (its first call may pay for the previous
-        # contestant's threads still spinning: XLA's and torch's pools do)
-        for k in range(rounds):
-            for row in contestants["nd4py"]:
-                for c in names[k % len(names):] + names[:k % len(names)]:
-                    fn, burst = contestants[c][row], []
-                    for _ in range(BURST):
-                        t0 = time.perf_counter()
-                        fn()
-                        burst.append((time.perf_counter() - t0) * 1e3)
-                    samples[c][row].append(statistics.median(burst))
-    finally:
-        stop.set()
-        if spinner is not None:
-            spinner.join()
-    result = {}
-    for row in contestants["nd4py"]:
-        ours = samples["nd4py"][row]
-        entry = {"nd4py_ms": statistics.median(ours)}
-        for c in names[1:]:
-            theirs = samples[c][row]
-            entry[f"{c}_ms"] = statistics.median(theirs)
-            entry[f"vs_{c}"] = statistics.median([o / t for o, t in zip(ours, theirs)])
-        result[row] = entry
+    result = interleaved(contestants, rounds, BURST, args.busy)
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"{'row':<16}" + "".join(f"{c + ' ms':>13}" for c in names)
-          + "".join(f"{'/' + c:>11}" for c in names[1:]) + ("   (busy core)" if args.busy else ""))
-    for row, e in result.items():
-        print(f"{row:<16}" + "".join(f"{e[c + '_ms']:>13.3f}" for c in names)
-              + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
+    print_ratios(result, list(contestants), args.busy)
     print(f"per step, scan-matmul: nd4py {result['scan-matmul']['nd4py_ms'] / RNN_STEPS * 1e3:.1f}"
           f" us (the body's plan per step; not fused whole)")
 

@@ -23,3 +23,64 @@ def fit_iteration_ms(sd, data: tuple, batch_size: int, repeats: int) -> float:
     n_batches = len(data[0]) // batch_size
     return median_ms(lambda: sd.fit(data, epochs=1, batch_size=batch_size, verbose=0),
                      repeats) / n_batches
+
+
+def _spin(stop) -> None:
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+def interleaved(contestants: dict, rounds: int, burst: int = 5, busy: bool = False) -> dict:
+    """Ratios of the first contestant's times to each other's, measured in the same run.
+
+    ``contestants`` maps a name to ``{row: fn}`` (every contestant has the first one's rows).
+    After one warm-up call of every function (compiles), each round runs, per row, a burst of
+    ``burst`` calls of every contestant in rotating order; a sample is the burst's median (its
+    first call may pay for the previous contestant's threads still spinning: XLA's and torch's
+    pools do). ``busy``: another process spins on one core meanwhile. Returns ``{row: {"<c>_ms":
+    median, "vs_<c>": median of the per-round ratios}}``."""
+    import multiprocessing
+    stop, spinner = multiprocessing.Event(), None
+    if busy:
+        spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+        spinner.start()
+    names = list(contestants)
+    first = names[0]
+    try:
+        for rows in contestants.values():
+            for fn in rows.values():
+                fn()
+        samples: dict = {c: {r: [] for r in contestants[first]} for c in names}
+        for k in range(rounds):
+            for row in contestants[first]:
+                for c in names[k % len(names):] + names[:k % len(names)]:
+                    fn, times = contestants[c][row], []
+                    for _ in range(burst):
+                        t0 = time.perf_counter()
+                        fn()
+                        times.append((time.perf_counter() - t0) * 1e3)
+                    samples[c][row].append(statistics.median(times))
+    finally:
+        stop.set()
+        if spinner is not None:
+            spinner.join()
+    result = {}
+    for row in contestants[first]:
+        ours = samples[first][row]
+        entry = {f"{first}_ms": statistics.median(ours)}
+        for c in names[1:]:
+            theirs = samples[c][row]
+            entry[f"{c}_ms"] = statistics.median(theirs)
+            entry[f"vs_{c}"] = statistics.median([o / t for o, t in zip(ours, theirs)])
+        result[row] = entry
+    return result
+
+
+def print_ratios(result: dict, names: list[str], busy: bool = False, width: int = 16) -> None:
+    """The table of ``interleaved``'s result: times per contestant, then the ratios."""
+    print(f"{'row':<{width}}" + "".join(f"{c + ' ms':>13}" for c in names)
+          + "".join(f"{'/' + c:>11}" for c in names[1:]) + ("   (busy core)" if busy else ""))
+    for row, e in result.items():
+        print(f"{row:<{width}}" + "".join(f"{e[c + '_ms']:>13.3f}" for c in names)
+              + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
