@@ -33,7 +33,7 @@ keeping each step's gates and then back through time; it is not differentiable a
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from .registry import AttrKind, TensorType, define
 OPTIONAL = ("b", "seq_len", "h0", "c0", "peephole")
 FORMATS = ("TNS", "NTS", "NST", "T2NS")
 DIRECTIONS = ("fwd", "bwd", "bidir_sum", "bidir_concat", "bidir_extra_dim")
+#: batch x hidden below which an LSTM runs its numpy route rather than the compiled loops
+#: (a tiny layer should not wait for a compile; the table's samples stay below it)
+KERNEL_MIN_WORK = 256
 #: gate order -> the permutation of its gate blocks into the cell's canonical order, and of
 #: the LSTM's peepholes (canonical i, f, o)
 GATE_ORDERS = {
@@ -253,19 +256,43 @@ class _Direction:
             return (h,)
         return h, zero if self.c0 is None else np.asarray(self.c0, dtype)
 
-    def project(self, xt: np.ndarray, order: tuple | None) -> np.ndarray:
-        """``x @ W + b`` for every step at once, in this direction's time order."""
+    def project(self, xt: np.ndarray, order: tuple | None, gate_major: bool = False) -> np.ndarray:
+        """``x @ W + b`` for every step at once, in this direction's time order: ``[T, B,
+        gates * H]``, or with ``gate_major`` ``[gates, T, B, H]`` (what the compiled loops
+        read: one GEMM per gate writes it in place, no transposed copy)."""
         steps, batch, n_in = xt.shape
-        zx = (xt.reshape(steps * batch, n_in) @ self.W).reshape(steps, batch, -1)
+        flat = xt.reshape(steps * batch, n_in)
+        if gate_major:
+            gates = self.cell.gates
+            w = self.W.reshape(n_in, gates, -1).transpose(1, 0, 2)
+            zx = np.matmul(flat, w).reshape(gates, steps, batch, -1)
+            if self.b_in is not None:
+                zx += self.b_in.reshape(gates, 1, 1, -1)
+            return zx[:, order[0], order[1]] if order is not None else zx
+        zx = (flat @ self.W).reshape(steps, batch, -1)
         if self.b_in is not None:
             zx += self.b_in
         return zx[order] if order is not None else zx
 
-    def run(self, zx: np.ndarray, lengths: np.ndarray | None, tape: list | None) -> tuple:
+    def compiled(self, dtype: np.dtype, batch: int) -> bool:
+        """Run the compiled time loops (``kernels/recurrent.py``: float32 LSTMs with the default
+        activations)? Layers smaller
+        than ``KERNEL_MIN_WORK`` take the numpy route: they never wait for a compile."""
+        if self.kind != "lstm" or batch * self.w.R.shape[0] < KERNEL_MIN_WORK:
+            return False
+        from ..kernels import recurrent as kernels  # (imports Numba: only when one runs)
+        return kernels.ready(dtype, tuple(a[0] for a in self.w.acts))
+
+    def run(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool) -> tuple:
+        """Every step: ``(ys [T, B, H], last state, tape)`` (the tape, with ``keep``, is what
+        ``back`` reads)."""
+        if zx.ndim == 4:  # gate-major: the input of the compiled loops (``compiled``)
+            return self._run_compiled(zx, lengths, keep)
         steps, batch = zx.shape[:2]
         state = self.initial(batch, zx.dtype)
         ys = np.zeros((steps, batch, self.w.R.shape[0]), zx.dtype)
         step = self.cell.step
+        tape: list | None = [] if keep else None
         for t in range(steps):
             new, saved = step(zx[t], state, self.w)
             if lengths is not None:
@@ -277,10 +304,13 @@ class _Direction:
             if tape is not None:
                 tape.append((state, saved))
             state = new
-        return ys, state
+        return ys, state, tape
 
     def back(self, dys: np.ndarray, d_last: tuple, lengths: np.ndarray | None,
-             tape: list) -> tuple[np.ndarray, tuple, Grads]:
+             tape: Any) -> tuple[np.ndarray, tuple, Grads]:
+        """``(dzx [T, B, gates * H], gradient of the initial state, weight gradients)``."""
+        if isinstance(tape, _KernelTape):
+            return self._back_compiled(dys, d_last, lengths, tape)
         acc = Grads(self.w)
         dzx = np.empty((dys.shape[0], dys.shape[1], self.w.R.shape[1]), dys.dtype)
         d = d_last
@@ -296,6 +326,68 @@ class _Direction:
             dzx[t] = dz
             d = d_prev
         return dzx, d, acc
+
+    # -- the compiled loops (LSTM) --------------------------------------------------------------
+    def _kernel_args(self, batch: int) -> tuple:
+        """R, the peepholes repeated per example ``[3, batch * H]`` (zeros: none), the clip
+        (inf: none), as the compiled loops take them."""
+        w = self.w
+        hidden = w.R.shape[0]
+        peep = (np.zeros((3, batch * hidden), np.float32) if w.peephole is None
+                else np.tile(np.asarray(w.peephole, np.float32), (1, batch)))
+        return (np.ascontiguousarray(w.R, np.float32), peep,
+                float(w.clip) if w.clip > 0 else np.inf)
+
+    @staticmethod
+    def _lengths(lengths: np.ndarray | None) -> np.ndarray:
+        return np.zeros(0, np.int64) if lengths is None else np.ascontiguousarray(lengths,
+                                                                                 np.int64)
+
+    def _run_compiled(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool) -> tuple:
+        from ..kernels.recurrent import lstm_forward
+        gates, steps, batch, hidden = zx.shape
+        dt = zx.dtype
+        h0, c0 = self.initial(batch, dt)
+        hs, cs = np.empty((steps + 1, batch, hidden), dt), np.empty((steps + 1, batch, hidden), dt)
+        hs[0], cs[0] = h0, c0
+        ys = np.empty((steps, batch, hidden), dt)
+        rows = steps if keep else 1
+        post = np.empty((rows, gates, batch, hidden), dt)
+        raw, oc = np.empty((rows, batch, hidden), dt), np.empty((rows, batch, hidden), dt)
+        R, peep, clip = self._kernel_args(batch)
+        lstm_forward(np.ascontiguousarray(zx), R, peep, self._lengths(lengths), clip, hs, cs, ys,
+                     np.empty((gates, batch, hidden), dt), post, raw, oc, keep)
+        tape = _KernelTape(hs, cs, post, raw, oc) if keep else None
+        return ys, (hs[steps], cs[steps]), tape
+
+    def _back_compiled(self, dys: np.ndarray, d_last: tuple, lengths: np.ndarray | None,
+                       tape: "_KernelTape") -> tuple[np.ndarray, tuple, Grads]:
+        from ..kernels.recurrent import lstm_backward
+        steps, batch, hidden = dys.shape
+        dt = dys.dtype
+        R, peep, clip = self._kernel_args(batch)
+        dh, dc = (np.array(g, dt, copy=True, order="C") for g in d_last)
+        dz = np.empty((4, steps, batch, hidden), dt)
+        dpeep = np.zeros_like(peep)
+        lstm_backward(np.ascontiguousarray(dys), dh, dc, R, peep, self._lengths(lengths), clip,
+                      tape.hs, tape.cs, tape.post, tape.raw, tape.oc, dz, dpeep,
+                      np.empty((batch, hidden), dt), np.empty((2, batch, hidden), dt))
+        dzx = dz.transpose(1, 2, 0, 3).reshape(steps, batch, 4 * hidden)
+        acc = Grads(self.w)
+        acc.R = tape.hs[:steps].reshape(steps * batch, hidden).T @ dzx.reshape(steps * batch, -1)
+        if acc.peephole is not None:
+            acc.peephole = dpeep.reshape(3, batch, hidden).sum(1)
+        return dzx, (dh, dc), acc
+
+
+class _KernelTape(NamedTuple):
+    """What the compiled backward loop reads (``kernels/recurrent.py``)."""
+
+    hs: np.ndarray
+    cs: np.ndarray
+    post: np.ndarray
+    raw: np.ndarray
+    oc: np.ndarray
 
 
 def _directions(kind: str, a: Any, n: dict) -> list[_Direction]:
@@ -323,8 +415,9 @@ def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tup
     ys, lasts = [], []
     for k, direction in enumerate(_directions(kind, a, n)):
         order = _reverse_index(steps, lengths, batch) if direction.reverse else None
-        tape = None if tapes is None else []
-        y, last = direction.run(direction.project(xt, order), lengths, tape)
+        compiled = direction.compiled(xt.dtype, xt.shape[1])
+        y, last, tape = direction.run(direction.project(xt, order, compiled), lengths,
+                                      tapes is not None)
         ys.append(y[order] if order is not None else y)
         lasts.append(last)
         if tapes is not None:

@@ -1,0 +1,198 @@
+"""Compiled LSTM time loops: one Numba call runs a whole direction, forward or back.
+
+``ops/recurrent.py`` runs a layer as numpy calls per step — a GEMM with ``R`` plus ~15 array
+operations of the gate math, ~25-35 us of call overhead per step whatever the size. Here one
+compiled function loops over the steps: per step one single-threaded GEMM on the private BLAS
+(``kernels.blas.gemm``: ``h @ R`` accumulated onto the step's input projection) and one fused
+pass over ``[batch, hidden]`` for the gates, cell and output. The backward loop is the same
+shape: a fused pass giving the step's gate gradients, then one GEMM with ``R^T`` for the
+gradient of the previous hidden state. The weight gradients (``x^T dZ``, ``h^T dZ``) are one
+large GEMM each over all steps, left to numpy (multi-threaded) by the caller.
+
+float32 only, with LSTM's default activations (sigmoid gates, tanh cell and output), computed
+with ``compiler.fastmath``'s vectorizable ``sigmoid_f32``/``tanh_f32`` (a few float32 ulps of
+the exact values; a loop of libm calls, as float64 would need, ran 4x slower than numpy's
+route): everything else takes the numpy route. Peepholes are always applied (zeros: none),
+the clip always (inf: none), so the gate loop has no branch and vectorizes.
+
+The tape the backward loop reads (``hs``, ``cs`` — the states entering each step, and the
+one after the last — ``pre``/``post`` the gates before and after their activations, ``raw``
+the unclipped cell, ``oc`` the output activation of the cell) is filled by the forward loop
+with ``keep=True``; without it (inference) only one step's scratch is kept.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from . import compiling
+from .blas import available, gemm
+
+from ..compiler.fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
+
+#: the activations (gate, cell, output) the loops compute: LSTM's default, which nearly every
+#: model uses; other activations run the numpy route
+ACTIVATIONS = ("sigmoid", "tanh", "tanh")
+#: float32 constants: a Python int or float next to a float32 makes the loop float64 (Numba's
+#: typing), which neither vectorizes nor calls the float32 functions
+_ONE, _ZERO = np.float32(1.0), np.float32(0.0)
+
+
+_FAST = set(KERNEL_FASTMATH)
+
+
+# The transcendental loops are functions of their own, called (not inlined) by the time loops:
+# inlining each call site of the fastmath functions made the forward loop's cold compile 10 s.
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _sigmoid_gate(z, p, c, out):
+    """``out = sigmoid(z + p * c)`` (a gate with its peephole)."""
+    for m in range(out.shape[0]):
+        out[m] = sigmoid_f32(z[m] + p[m] * c[m])
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy(src, dst):
+    """``dst[:] = src`` for 1-D arrays (an array assignment inside the time loops cost seconds
+    of their compile: Numba's general broadcasting setitem)."""
+    for m in range(dst.shape[0]):
+        dst[m] = src[m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill(dst, value):
+    for m in range(dst.shape[0]):
+        dst[m] = value
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _tanh(x, out):
+    for m in range(out.shape[0]):
+        out[m] = tanh_f32(x[m])
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def lstm_forward(zx, R, peep, lengths, clip, hs, cs, ys, z, post, raw, oc, keep):
+    """Run the steps of ``zx [4, T, B, H]`` (gate-major: gates i, f, g, o; the input
+    projection and bias) from ``hs[0]``, ``cs[0]`` (``[T + 1, B, H]``): fills ``hs[1:]``,
+    ``cs[1:]``, ``ys [T, B, H]`` (zeros past an example's length) and, with ``keep``, the
+    tape (``post [T, 4, B, H]`` the gates, ``raw`` the unclipped cell, ``oc`` = tanh(cell),
+    ``[T, B, H]``; without it their row 0 is scratch). ``z [4, B, H]`` is scratch. ``peep
+    [3, B * H]``: the i, f, o peepholes repeated per example (zeros: none); ``lengths``:
+    ``[B]`` or ``[0]`` (every example runs every step); ``clip``: the cell clip (inf: none).
+
+    Gate-major, so each gate is one contiguous ``B * H`` run, and the math is a few simple
+    loops over them: one loop over a row's gates touching a dozen arrays did not vectorize
+    (LLVM gives up on that many runtime alias checks: 26 against 4.7 ns per element)."""
+    steps, batch, hidden = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
+    size = batch * hidden
+    bound = np.float32(clip)
+    pi, pf, po = peep[0], peep[1], peep[2]
+    zi, zf, zg, zo = (z[0].reshape(size), z[1].reshape(size), z[2].reshape(size),
+                      z[3].reshape(size))
+    for t in range(steps):
+        k = t if keep else 0
+        for q in range(4):
+            _copy(zx[q, t].reshape(size), z[q].reshape(size))
+            gemm(hs[t], R[:, q * hidden:(q + 1) * hidden], z[q], 1.0)
+        cp, cn, hn, y = (cs[t].reshape(size), cs[t + 1].reshape(size), hs[t + 1].reshape(size),
+                         ys[t].reshape(size))
+        gi, gf, gg, go = (post[k, 0].reshape(size), post[k, 1].reshape(size),
+                          post[k, 2].reshape(size), post[k, 3].reshape(size))
+        r, out = raw[k].reshape(size), oc[k].reshape(size)
+        _sigmoid_gate(zi, pi, cp, gi)
+        _sigmoid_gate(zf, pf, cp, gf)
+        _tanh(zg, gg)
+        for m in range(size):
+            r[m] = gf[m] * cp[m] + gi[m] * gg[m]
+        for m in range(size):
+            cn[m] = min(max(r[m], -bound), bound)
+        _sigmoid_gate(zo, po, cn, go)
+        _tanh(cn, out)
+        for m in range(size):
+            hn[m] = go[m] * out[m]
+        _copy(hn, y)
+        for n in range(lengths.shape[0]):
+            if t >= lengths[n]:  # finished: the state carries over, y is 0
+                _copy(hs[t, n], hs[t + 1, n])
+                _copy(cs[t, n], cs[t + 1, n])
+                _fill(ys[t, n], _ZERO)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def lstm_backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep,
+                  dh_buf, saved):
+    """Back through the steps: ``dys [T, B, H]`` the gradient of every step's output, ``dh``,
+    ``dc`` ``[B, H]`` that of the last state (updated in place into the gradient of the
+    initial state). Fills ``dz [4, T, B, H]`` (gate-major: the gradient of each step's gate
+    pre-activations, which is that of ``zx``) and adds the peepholes' gradient, per example,
+    into ``dpeep [3, B * H]``. ``dh_buf [B, H]`` and ``saved [2, B, H]`` are scratch."""
+    steps, batch, hidden = dys.shape[0], dys.shape[1], dys.shape[2]
+    size = batch * hidden
+    bound = np.float32(clip)
+    pi, pf, po = peep[0], peep[1], peep[2]
+    gh, gc = dh.reshape(size), dc.reshape(size)
+    for t in range(steps - 1, -1, -1):
+        for n in range(lengths.shape[0]):
+            if t >= lengths[n]:  # this example skipped the step: keep its gradients
+                _copy(dh[n], saved[0, n])
+                _copy(dc[n], saved[1, n])
+        gi, gf, gg, go = (post[t, 0].reshape(size), post[t, 1].reshape(size),
+                          post[t, 2].reshape(size), post[t, 3].reshape(size))
+        di, df, dg, do = (dz[0, t].reshape(size), dz[1, t].reshape(size),
+                          dz[2, t].reshape(size), dz[3, t].reshape(size))
+        cp, cn, r, out, dy = (cs[t].reshape(size), cs[t + 1].reshape(size),
+                              raw[t].reshape(size), oc[t].reshape(size), dys[t].reshape(size))
+        for m in range(size):
+            gh[m] += dy[m]
+        for m in range(size):
+            do[m] = gh[m] * out[m] * go[m] * (_ONE - go[m])
+        for m in range(size):
+            gc[m] += gh[m] * go[m] * (_ONE - out[m] * out[m]) + do[m] * po[m]
+        for m in range(size):
+            gc[m] = gc[m] if abs(r[m]) <= bound else _ZERO
+        for m in range(size):
+            di[m] = gc[m] * gg[m] * gi[m] * (_ONE - gi[m])
+        for m in range(size):
+            df[m] = gc[m] * cp[m] * gf[m] * (_ONE - gf[m])
+        for m in range(size):
+            dg[m] = gc[m] * gi[m] * (_ONE - gg[m] * gg[m])
+        for m in range(size):
+            gc[m] = gc[m] * gf[m] + di[m] * pi[m] + df[m] * pf[m]
+        for n in range(lengths.shape[0]):
+            if t >= lengths[n]:
+                for q in range(4):
+                    _fill(dz[q, t, n], _ZERO)
+                _copy(saved[1, n], dc[n])
+        for m in range(size):
+            dpeep[0, m] += di[m] * cp[m]
+        for m in range(size):
+            dpeep[1, m] += df[m] * cp[m]
+        for m in range(size):
+            dpeep[2, m] += do[m] * cn[m]
+        for q in range(4):
+            gemm(dz[q, t], R[:, q * hidden:(q + 1) * hidden].T, dh_buf, 1.0 if q else 0.0)
+        _copy(dh_buf.reshape(size), gh)
+        for n in range(lengths.shape[0]):
+            if t >= lengths[n]:
+                _copy(saved[0, n], dh[n])
+
+
+def _warm(key: tuple) -> None:
+    """Compile (or load) both loops on tiny float32 arguments."""
+    dt, z = np.float32, np.zeros
+    states = [z((2, 1, 1), dt) for _ in range(2)]
+    cell = [z((1, 1, 1), dt) for _ in range(3)]
+    peep, lengths, R = z((3, 1), dt), z(1, np.int64), np.ones((1, 4), dt)
+    lstm_forward(z((4, 1, 1, 1), dt), R, peep, lengths, np.inf, *states, cell[0],
+                 z((4, 1, 1), dt), z((1, 4, 1, 1), dt), cell[1], cell[2], True)
+    lstm_backward(cell[0], z((1, 1), dt), z((1, 1), dt), R, peep, lengths, np.inf, *states,
+                  z((1, 4, 1, 1), dt), cell[1], cell[2], z((4, 1, 1, 1), dt), z((3, 1), dt),
+                  z((1, 1), dt), z((2, 1, 1), dt))
+
+
+def ready(dtype: np.dtype, activations: tuple) -> bool:
+    """May the compiled loops run now: float32, LSTM's default activations, the private BLAS
+    loaded, the loops compiled (``compiling.ready``)?"""
+    return (np.dtype(dtype) == np.float32 and activations == ACTIVATIONS and available()
+            and compiling.ready(("lstm", np.dtype(np.float32)), _warm))

@@ -1,0 +1,90 @@
+"""The compiled LSTM time loops (``samediff/kernels/recurrent.py``) against the numpy route.
+
+Both routes run every configuration the loops take — directions, per-example lengths
+(including 0), peepholes, the cell clip, initial states, layouts — forward and back, and must
+agree to float32 rounding (the loops use ``fastmath``'s sigmoid and tanh: a few ulps). Which
+route a layer takes is checked too: float64, other activations and tiny layers stay on numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from samediff.kernels import blas
+from samediff.ops import recurrent
+from samediff.ops.registry import REGISTRY
+
+RNG = np.random.default_rng(3)
+T, B, I, H = 5, 4, 3, 6
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason=blas.why_not() or "no BLAS")
+
+
+def f32(*shape):
+    return RNG.normal(size=shape).astype(np.float32)
+
+
+def run(inputs, attrs, min_work, monkeypatch):
+    monkeypatch.setattr(recurrent, "KERNEL_MIN_WORK", min_work)
+    layer, grad = REGISTRY["lstm_layer"], REGISTRY["lstm_layer_grad"]
+    a = vars(layer.make_attrs(attrs))
+    outs = layer.impl(*inputs, **a)
+    cotangents = [np.random.default_rng(9).normal(size=o.shape).astype(np.float32)
+                  for o in outs]
+    return outs, grad.impl(*inputs, *cotangents, **a)
+
+
+def _case(direction="fwd", fmt="TNS", lengths=False, peephole=False, clip=0.0, states=False):
+    lead = (2,) if direction.startswith("bidir") else ()
+    x = f32(*{"TNS": (T, B, I), "NTS": (B, T, I), "NST": (B, I, T), "T2NS": (T, B, I)}[fmt])
+    inputs = [x, f32(*lead, I, 4 * H) * 0.5, f32(*lead, H, 4 * H) * 0.5, f32(*lead, 8 * H)]
+    given = ["b"]
+    if lengths:
+        inputs.append(np.array([5, 0, 2, 4]))
+        given.append("seq_len")
+    if states:
+        inputs += [f32(*lead, B, H), f32(*lead, B, H)]
+        given += ["h0", "c0"]
+    if peephole:
+        inputs.append(f32(*lead, 3 * H))
+        given.append("peephole")
+    attrs = {"given": tuple(given), "direction": direction, "data_format": fmt,
+             "cell_clip": clip}
+    return pytest.param(inputs, attrs, id=f"{direction}-{fmt}-len{lengths:d}-peep{peephole:d}"
+                                          f"-clip{clip}-states{states:d}")
+
+
+CASES = [
+    _case(),
+    _case("bwd", lengths=True, states=True),
+    _case("fwd", "NTS", lengths=True, peephole=True),
+    _case("bidir_concat", "NST", peephole=True, clip=0.5),
+    _case("bidir_extra_dim", "T2NS", lengths=True, states=True, peephole=True, clip=0.8),
+]
+
+
+@pytest.mark.heavy(seconds=6)
+@pytest.mark.parametrize("inputs, attrs", CASES)
+def test_compiled_loops_equal_the_numpy_route(inputs, attrs, monkeypatch):
+    want_outs, want_grads = run(inputs, attrs, 10**9, monkeypatch)  # numpy route
+    got_outs, got_grads = run(inputs, attrs, 1, monkeypatch)        # compiled loops
+    for got, want in zip((*got_outs, *got_grads), (*want_outs, *want_grads)):
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    if "seq_len" in attrs["given"]:  # an example of length 0: zeros out, its state untouched
+        y = got_outs[0]
+        assert not np.any(np.take(y, 1, axis=attrs["data_format"].index("N")))
+
+
+def test_which_layers_take_the_compiled_loops(monkeypatch):
+    monkeypatch.setattr(recurrent, "KERNEL_MIN_WORK", 256)
+    layer = REGISTRY["lstm_layer"]
+
+    def takes_loops(dtype, batch, hidden, **attrs):
+        a = layer.make_attrs({"given": (), **attrs})
+        n = {"W": np.zeros((2, 4 * hidden), dtype), "R": np.zeros((hidden, 4 * hidden), dtype)}
+        return recurrent._Direction("lstm", a, n, None, False).compiled(np.dtype(dtype), batch)
+    assert takes_loops(np.float32, 32, 64)
+    assert not takes_loops(np.float64, 32, 64)           # libm's tanh loop: numpy is faster
+    assert not takes_loops(np.float32, 2, 64)            # tiny: never waits for a compile
+    assert not takes_loops(np.float32, 32, 64, activations=("hard_sigmoid", "tanh", "tanh"))
