@@ -1,4 +1,4 @@
-"""Throughput of ``samediff.compiler.fastmath`` in fused Numba kernels vs numpy eager.
+"""Throughput of ``samediff.kernels.fastmath`` in fused Numba kernels vs numpy eager.
 
 * gelu: ``gelu_tanh_f32(x*a + b)`` over 4M float32 in a ``parallel=True`` prange kernel (into a
   preallocated output, and allocating its output like numpy does) vs numpy eager
@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from timing import median_ms  # benchmarks/timing.py (the script's own directory)
 
-from samediff.compiler import fastmath as fm
+from samediff.kernels import fastmath as fm
 
 F32 = np.float32
 N = 4 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""Accuracy of the float32 kernel math in ``samediff.compiler.fastmath``.
+"""Accuracy of the float32 kernel math in ``samediff.kernels.fastmath``.
 
 Each function runs (through one vectorized Numba loop per function) over a grid spanning the
 whole float32 range -- 2**20 evenly spaced bit patterns of each sign, so every binade from the
@@ -17,7 +17,7 @@ import numba
 import numpy as np
 import pytest
 
-from samediff.compiler import fastmath as fm
+from samediff.kernels import fastmath as fm
 
 try:
     import scipy.special as sps

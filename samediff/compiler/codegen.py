@@ -27,7 +27,7 @@ import numpy as np
 
 from ..kernels import fastload
 from .exprs import Emitter
-from .fastmath import KERNEL_FASTMATH, __all__ as fastmath_names
+from ..kernels.fastmath import KERNEL_FASTMATH, __all__ as fastmath_names
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _PREFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.bool_): "np.bool_"}
@@ -179,8 +179,8 @@ def _versions() -> str:
         import numba
         from llvmlite import binding as llvm
         here = Path(__file__).parent
-        lib = hashlib.sha256(b"".join((here / f).read_bytes()
-                                      for f in ("mathlib.py", "fastmath.py"))).hexdigest()[:12]
+        lib = hashlib.sha256(b"".join(p.read_bytes() for p in (
+            here / "mathlib.py", here.parent / "kernels" / "fastmath.py"))).hexdigest()[:12]
         cpu = hashlib.sha256(f"{llvm.get_host_cpu_name()}:"
                              f"{llvm.get_host_cpu_features().flatten()}".encode()).hexdigest()[:12]
         _VERSIONS = (f"k{KERNEL_FORMAT}-nd{_nd4py_version()}-py{sys.version_info[:3]}-"

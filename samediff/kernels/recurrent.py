@@ -10,7 +10,7 @@ gradient of the previous hidden state. The weight gradients (``x^T dZ``, ``h^T d
 large GEMM each over all steps, left to numpy (multi-threaded) by the caller.
 
 float32 only, with LSTM's default activations (sigmoid gates, tanh cell and output), computed
-with ``compiler.fastmath``'s vectorizable ``sigmoid_f32``/``tanh_f32`` (a few float32 ulps of
+with ``fastmath``'s vectorizable ``sigmoid_f32``/``tanh_f32`` (a few float32 ulps of
 the exact values; a loop of libm calls, as float64 would need, ran 4x slower than numpy's
 route): everything else takes the numpy route. Peepholes are always applied (zeros: none),
 the clip always (inf: none), so the gate loop has no branch and vectorizes.
@@ -28,7 +28,7 @@ import numpy as np
 from . import compiling
 from .blas import available, gemm
 
-from ..compiler.fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
+from .fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
 
 #: the activations (gate, cell, output) the loops compute: LSTM's default, which nearly every
 #: model uses; other activations run the numpy route
