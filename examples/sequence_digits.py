@@ -2,9 +2,12 @@
 
 Each 8x8 image of scikit-learn's digits is a sequence of 8 rows of 8 pixels. ND4J's
 ``lstmLayer`` with an ``LSTMLayerConfig`` (batch-major ``NTS`` input, the last hidden state
-returned) runs the sequence; a dense softmax layer reads the last state; ``fit`` trains the
-whole graph with Adam (the LSTM's gradient runs back through time in one op). The trained graph
-is saved, reloaded and evaluated again. Typical test accuracy: 97-98 % in a few seconds.
+returned) runs the sequence; a dense softmax layer reads the last state (through dropout while
+training); ``fit`` trains the whole graph with Adam (the LSTM's gradient runs back through time
+in one op). The trained graph is saved, reloaded and evaluated again. Test accuracy 97.8-98.9 %
+over seeds 0-3 in ~2.5 s of training (the compiled LSTM loops); 96.4-98.6 % over seeds 0-5 on
+the numpy route (``ND4PY_BLAS=numpy``): a long run of Adam amplifies rounding differences, so
+the two routes end in different minima.
 
     python examples/sequence_digits.py [--epochs 30] [--seed 0]
 """
@@ -44,6 +47,7 @@ def build(rng: np.random.Generator) -> SameDiff:
     config = LSTMLayerConfig(lstmdataformat="NTS", directionMode="FWD",
                              retFullSequence=False, retLastH=True)
     (last,) = sd.rnn.lstmLayer("lstm", pixels.reshape(-1, ROWS, ROWS), weights, config)
+    last = sd.nn.dropout(last, 0.5)  # (keep probability: ND4J's convention)
     logits = last.mmul(sd.var("out_w", glorot(HIDDEN, CLASSES))) + sd.var(
         "out_b", np.zeros(CLASSES, np.float32))
     sd.nn.softmax("softmax", logits)

@@ -109,6 +109,17 @@ def grad(graph: Graph, losses: list[str], wrt: list[str], scope: str = "grad",
     return scratch.subgraph([*graph.vars, *result.values()], keep=graph.vars), result
 
 
+def _keep_workspace(rec: GraphRecorder, node: Any, ins: list) -> tuple[Any, list]:
+    """Record ``node`` again with its workspace on (``OpDef.workspace``) in place of the node:
+    the same outputs under the same names, plus the workspace its gradient rule reuses.
+    Returns the new node's attributes and outputs (the workspace last)."""
+    attrs = {**vars(node.attrs), node.op.workspace: True}
+    new = rec.record(node.op, ins, attrs)
+    rec.graph.substitute(node, [v.name for v in new[:len(node.outputs)]])
+    outs = [rec.handle(o) for o in node.outputs] + [new[-1]]
+    return node.op.make_attrs(attrs), outs
+
+
 def _backward(rec: GraphRecorder, forward: list, losses: list[str], wrt: list[str],
               depends: set, needed: set, seeds: Mapping[str, str]) -> dict[str, GraphValue]:
     variables = rec.graph.vars
@@ -133,7 +144,10 @@ def _backward(rec: GraphRecorder, forward: list, losses: list[str], wrt: list[st
         if len(gs) > 1:  # multi-output ops: unused outputs contribute zeros
             gs = [g if g is not None else op.zeros_like(o) for g, o in zip(gs, outs)]
         ins = [value(i) for i in node.inputs]
-        in_grads = rule(ins, outs, gs, node.attrs)
+        attrs = node.attrs
+        if node.op.workspace is not None and not getattr(attrs, node.op.workspace):
+            attrs, outs = _keep_workspace(rec, node, ins)
+        in_grads = rule(ins, outs, gs, attrs)
         if len(in_grads) != len(ins):
             raise GradientError(f"gradient rule of {node.op.name} returned {len(in_grads)} "
                                 f"gradients for {len(ins)} inputs")

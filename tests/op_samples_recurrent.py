@@ -84,7 +84,8 @@ def _layer_ref(cell_step, gates, orders, *inputs, given, data_format, direction,
     return (y, *states)
 
 
-def _lstm_step(xt, state, W, R, b, blk, hidden, n, pick, acts, gate_order, *, cell_clip):
+def _lstm_step(xt, state, W, R, b, blk, hidden, n, pick, acts, gate_order, *, cell_clip,
+               keep_workspace=False):
     h, c = state
     ga, ca, oa = acts
     pre = xt @ W + h @ R + b[:4 * hidden] + (b[4 * hidden:] if len(b) > 4 * hidden else 0.0)

@@ -88,3 +88,34 @@ def test_which_layers_take_the_compiled_loops(monkeypatch):
     assert not takes_loops(np.float64, 32, 64)           # libm's tanh loop: numpy is faster
     assert not takes_loops(np.float32, 2, 64)            # tiny: never waits for a compile
     assert not takes_loops(np.float32, 32, 64, activations=("hard_sigmoid", "tanh", "tanh"))
+
+
+def test_gradients_read_the_forward_workspace_instead_of_running_the_layer_again(monkeypatch):
+    """Autodiff records an LSTM it differentiates with ``keep_workspace`` (``OpDef.workspace``):
+    the forward loops write their tape into a fourth output that the gradient op reads, so the
+    layer runs once per step of training, and the gradients equal the recomputing route's."""
+    from samediff import SameDiff
+    from samediff.kernels import recurrent as kernels
+
+    def gradients(min_work):
+        monkeypatch.setattr(recurrent, "KERNEL_MIN_WORK", min_work)
+        rng = np.random.default_rng(4)
+        sd = SameDiff.create()
+        x = sd.var("x", rng.normal(size=(B, T, I)).astype(np.float32))
+        w = sd.var("W", rng.normal(size=(2, I, 4 * H)).astype(np.float32) * 0.5)
+        r = sd.var("R", rng.normal(size=(2, H, 4 * H)).astype(np.float32) * 0.5)
+        y, h, _ = sd.rnn.lstm_layer(x, w, r, data_format="NTS", direction="bidir_sum")
+        ((y * y).sum() + h.sum()).mark_as_loss()
+        return sd, sd.calculate_gradients({}, "x", "W", "R")
+    calls = []
+    real = kernels.lstm_forward
+    monkeypatch.setattr(kernels, "lstm_forward", lambda *a: calls.append(a[-1]) or real(*a))
+    sd, got = gradients(1)
+    assert calls == [True, True]  # one forward per direction, keeping its tape; no rerun
+    # (the SameDiff adopts the gradient graph, ND4J's way: its layer now keeps the workspace,
+    # which its gradient op reads)
+    assert [n.attrs.keep_workspace for n in sd.graph.nodes if n.op.name == "lstm_layer"] \
+        == [True]
+    _, want = gradients(10**9)
+    for name in want:
+        np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=2e-5, atol=2e-5)

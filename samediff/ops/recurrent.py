@@ -50,7 +50,7 @@ FORMATS = ("TNS", "NTS", "NST", "T2NS")
 DIRECTIONS = ("fwd", "bwd", "bidir_sum", "bidir_concat", "bidir_extra_dim")
 #: batch x hidden below which an LSTM runs its numpy route rather than the compiled loops
 #: (a tiny layer should not wait for a compile; the table's samples stay below it)
-KERNEL_MIN_WORK = 256
+KERNEL_MIN_WORK = 64
 #: gate order -> the permutation of its gate blocks into the cell's canonical order, and of
 #: the LSTM's peepholes (canonical i, f, o)
 GATE_ORDERS = {
@@ -98,6 +98,7 @@ def layer_attrs(kind: str) -> dict:
              "activations": (acts, acts.coerce(_DEFAULT_ACTS[kind]))}
     if kind == "lstm":
         attrs["cell_clip"] = (Attr.FLOAT, 0.0)
+        attrs["keep_workspace"] = (Attr.BOOL, False)
     if kind == "gru":
         attrs["linear_before_reset"] = (Attr.BOOL, False)
     return attrs
@@ -171,7 +172,8 @@ def _layer_infer(kind: str):
         else:
             y = tuple({"T": steps, "N": batch, "S": width}[c] for c in fmt)
         last = TensorType((*lead, batch, hidden), x.dtype)
-        return [TensorType(y, x.dtype), last] + ([last] if cell.states == 2 else [])
+        workspace = [TensorType((-1,), x.dtype)] if getattr(a, "keep_workspace", False) else []
+        return [TensorType(y, x.dtype), last] + ([last] if cell.states == 2 else []) + workspace
     return infer
 
 
@@ -283,11 +285,12 @@ class _Direction:
         from ..kernels import recurrent as kernels  # (imports Numba: only when one runs)
         return kernels.ready(dtype, tuple(a[0] for a in self.w.acts))
 
-    def run(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool) -> tuple:
+    def run(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool,
+            workspace: np.ndarray | None = None) -> tuple:
         """Every step: ``(ys [T, B, H], last state, tape)`` (the tape, with ``keep``, is what
-        ``back`` reads)."""
+        ``back`` reads; the compiled loops write it into ``workspace`` when given)."""
         if zx.ndim == 4:  # gate-major: the input of the compiled loops (``compiled``)
-            return self._run_compiled(zx, lengths, keep)
+            return self._run_compiled(zx, lengths, keep, workspace)
         steps, batch = zx.shape[:2]
         state = self.initial(batch, zx.dtype)
         ys = np.zeros((steps, batch, self.w.R.shape[0]), zx.dtype)
@@ -343,22 +346,27 @@ class _Direction:
         return np.zeros(0, np.int64) if lengths is None else np.ascontiguousarray(lengths,
                                                                                  np.int64)
 
-    def _run_compiled(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool) -> tuple:
+    def _run_compiled(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool,
+                      workspace: np.ndarray | None) -> tuple:
         from ..kernels.recurrent import lstm_forward
         gates, steps, batch, hidden = zx.shape
         dt = zx.dtype
-        h0, c0 = self.initial(batch, dt)
-        hs, cs = np.empty((steps + 1, batch, hidden), dt), np.empty((steps + 1, batch, hidden), dt)
-        hs[0], cs[0] = h0, c0
+        if workspace is not None:
+            tape = _carve(workspace, steps, batch, hidden)
+        else:
+            rows = steps if keep else 1
+            tape = _KernelTape(np.empty((steps + 1, batch, hidden), dt),
+                               np.empty((steps + 1, batch, hidden), dt),
+                               np.empty((rows, gates, batch, hidden), dt),
+                               np.empty((rows, batch, hidden), dt),
+                               np.empty((rows, batch, hidden), dt))
+        tape.hs[0], tape.cs[0] = self.initial(batch, dt)
         ys = np.empty((steps, batch, hidden), dt)
-        rows = steps if keep else 1
-        post = np.empty((rows, gates, batch, hidden), dt)
-        raw, oc = np.empty((rows, batch, hidden), dt), np.empty((rows, batch, hidden), dt)
         R, peep, clip = self._kernel_args(batch)
-        lstm_forward(np.ascontiguousarray(zx), R, peep, self._lengths(lengths), clip, hs, cs, ys,
-                     np.empty((gates, batch, hidden), dt), post, raw, oc, keep)
-        tape = _KernelTape(hs, cs, post, raw, oc) if keep else None
-        return ys, (hs[steps], cs[steps]), tape
+        lstm_forward(np.ascontiguousarray(zx), R, peep, self._lengths(lengths), clip, tape.hs,
+                     tape.cs, ys, np.empty((gates, batch, hidden), dt), tape.post, tape.raw,
+                     tape.oc, keep or workspace is not None)
+        return ys, (tape.hs[steps], tape.cs[steps]), (tape if keep else None)
 
     def _back_compiled(self, dys: np.ndarray, d_last: tuple, lengths: np.ndarray | None,
                        tape: "_KernelTape") -> tuple[np.ndarray, tuple, Grads]:
@@ -390,6 +398,24 @@ class _KernelTape(NamedTuple):
     oc: np.ndarray
 
 
+def _tape_size(steps: int, batch: int, hidden: int) -> int:
+    """The values of one direction's ``_KernelTape``: states ``[T + 1, B, H]`` twice, the
+    gates ``[T, 4, B, H]``, the raw cell and its tanh ``[T, B, H]``."""
+    return (2 * (steps + 1) + 6 * steps) * batch * hidden
+
+
+def _carve(buffer: np.ndarray, steps: int, batch: int, hidden: int) -> _KernelTape:
+    """A ``_KernelTape`` of views into ``buffer`` (one direction's part of a workspace)."""
+    shapes = ((steps + 1, batch, hidden), (steps + 1, batch, hidden),
+              (steps, 4, batch, hidden), (steps, batch, hidden), (steps, batch, hidden))
+    parts, start = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        parts.append(buffer[start:start + size].reshape(shape))
+        start += size
+    return _KernelTape(*parts)
+
+
 def _directions(kind: str, a: Any, n: dict) -> list[_Direction]:
     if a.direction in ("fwd", "bwd"):
         return [_Direction(kind, a, n, None, a.direction == "bwd")]
@@ -410,14 +436,25 @@ def _prepare(kind: str, arrays: tuple, a: Any) -> tuple:
 
 
 def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tuple:
+    """The layer's outputs; ``tapes`` collects ``(direction, time order, tape)`` per direction
+    for ``_backward``. With ``keep_workspace`` (an LSTM differentiated by autodiff) the tapes
+    of the compiled loops are written into one array, returned last, which the gradient op
+    reads instead of running the layer again (empty when the numpy route ran)."""
     n, xt, lengths = _prepare(kind, arrays, a)
     steps, batch = xt.shape[:2]
+    directions = _directions(kind, a, n)
+    compiled = directions[0].compiled(xt.dtype, batch)  # (the same for both directions)
+    hidden = directions[0].w.R.shape[0]
+    keep_workspace = getattr(a, "keep_workspace", False)
+    per_direction = _tape_size(steps, batch, hidden)
+    workspace = (np.empty(len(directions) * per_direction, xt.dtype) if keep_workspace
+                 and compiled else np.empty(0, xt.dtype))
     ys, lasts = [], []
-    for k, direction in enumerate(_directions(kind, a, n)):
+    for k, direction in enumerate(directions):
         order = _reverse_index(steps, lengths, batch) if direction.reverse else None
-        compiled = direction.compiled(xt.dtype, xt.shape[1])
+        part = workspace[k * per_direction:(k + 1) * per_direction] if workspace.size else None
         y, last, tape = direction.run(direction.project(xt, order, compiled), lengths,
-                                      tapes is not None)
+                                      tapes is not None, part)
         ys.append(y[order] if order is not None else y)
         lasts.append(last)
         if tapes is not None:
@@ -430,12 +467,30 @@ def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tup
              "bidir_concat": lambda: np.concatenate(ys, axis=-1),
              "bidir_extra_dim": lambda: np.stack(ys, axis=1)}[a.direction]()
         states = tuple(np.stack(pair) for pair in zip(*lasts))
-    return (_from_time_major(y, a.data_format), *states)
+    return (_from_time_major(y, a.data_format), *states,
+            *((workspace,) if keep_workspace else ()))
 
 
-def _backward(kind: str, arrays: tuple, grads: tuple, a: Any) -> tuple:
+def _tapes_from(kind: str, arrays: tuple, a: Any, workspace: np.ndarray | None) -> list:
+    """Each direction's tape: read from the forward's workspace when it has one, else from
+    running the layer again."""
     tapes: list = []
-    _forward(kind, arrays, a, tapes)
+    if workspace is None or not workspace.size:
+        _forward(kind, arrays, a, tapes)
+        return tapes
+    n, xt, lengths = _prepare(kind, arrays, a)
+    steps, batch = xt.shape[:2]
+    for k, direction in enumerate(_directions(kind, a, n)):
+        size = _tape_size(steps, batch, direction.w.R.shape[0])
+        order = _reverse_index(steps, lengths, batch) if direction.reverse else None
+        tapes.append((direction, order, _carve(workspace[k * size:(k + 1) * size], steps,
+                                               batch, direction.w.R.shape[0])))
+    return tapes
+
+
+def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
+              workspace: np.ndarray | None = None) -> tuple:
+    tapes = _tapes_from(kind, arrays, a, workspace)
     n, xt, lengths = _prepare(kind, arrays, a)
     steps, batch, n_in = xt.shape
     dy = np.asarray(grads[0], xt.dtype)
@@ -488,8 +543,12 @@ def _no_second_order(ins: list, outs: list, gs: list, a: Any) -> list:
 
 
 def _grad_rule(kind: str):
+    outputs = CELLS[kind].states + 1
+
     def rule(ins: list, outs: list, gs: list, a: Any) -> list:
-        got = getattr(op, f"{kind}_layer_grad")(*ins, *gs, **dict(vars(a)))
+        workspace = [outs[outputs]] if getattr(a, "keep_workspace", False) else []
+        got = getattr(op, f"{kind}_layer_grad")(*ins, *workspace, *gs[:outputs],
+                                                 **dict(vars(a)))
         got = list(got) if isinstance(got, (list, tuple)) else [got]
         names = ("x", "W", "R", *a.given)
         return [None if name == "seq_len" else got.pop(0) for name in names]
@@ -501,26 +560,36 @@ def _grad_infer(kind: str):
 
     def infer(types: list[TensorType], a: Any) -> list[TensorType]:
         count = 3 + len(a.given)
-        forward(types[:count], a)
+        forward(types[:count], SimpleNamespace(**{**vars(a), "keep_workspace": False}))
         return [t for name, t in zip(("x", "W", "R", *a.given), types[:count])
                 if name != "seq_len"]
     return infer
+
+
+def _grad_impl(kind: str):
+    def impl(*xs: Any, **attrs: Any) -> tuple:
+        a = SimpleNamespace(**attrs)
+        count = 3 + len(a.given)
+        keep = getattr(a, "keep_workspace", False)
+        workspace = np.asarray(xs[count]) if keep else None
+        return _backward(kind, xs[:count], xs[count + keep:], a, workspace)
+    return impl
 
 
 for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONNX RNN)")):
     define(f"{_kind}_layer", ["*inputs"], _layer_infer(_kind),
            (lambda k: lambda *xs, **a: _forward(k, xs, SimpleNamespace(**a)))(_kind),
            attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
-           grad=_grad_rule(_kind),
+           grad=_grad_rule(_kind), workspace="keep_workspace" if _kind == "lstm" else None,
            doc=f"A {_title} layer over a sequence: inputs x, W, R and the optional ones named "
                f"by ``given`` (b, seq_len, h0" + (", c0, peephole" if _kind == "lstm" else "")
                + "); data_format TNS/NTS/NST/T2NS, direction fwd/bwd/bidir_*; returns y, "
-               "h_last" + (", c_last" if _kind == "lstm" else "") + ".")
-    define(f"{_kind}_layer_grad", ["*inputs"], _grad_infer(_kind),
-           (lambda k: lambda *xs, **a: _backward(
-               k, xs[:3 + len(a["given"])], xs[3 + len(a["given"]):], SimpleNamespace(**a)))(
-               _kind),
+               "h_last" + (", c_last (and, with keep_workspace, the tape its gradient reads)"
+                           if _kind == "lstm" else "") + ".")
+    define(f"{_kind}_layer_grad", ["*inputs"], _grad_infer(_kind), _grad_impl(_kind),
            attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
            grad=_no_second_order,
-           doc=f"The gradient of {_kind}_layer (inputs: its inputs, then the gradients of its "
-               f"outputs): the gradients of its float inputs, back through time.")
+           doc=f"The gradient of {_kind}_layer (inputs: its inputs, "
+               + ("its workspace when keep_workspace, " if _kind == "lstm" else "")
+               + "then the gradients of its outputs): the gradients of its float inputs, "
+                 "back through time.")

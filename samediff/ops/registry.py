@@ -308,6 +308,11 @@ class OpDef:
     grad: Any = None                 # rule(inputs, outputs, grads, attrs), or NONDIFF
     stops_gradient: bool = False     # the gradient is zero by definition (stop_gradient), not
                                      # the derivative of ``impl``: finite differences disagree
+    workspace: str | None = None     # a BOOL attribute that makes the op also return, as its
+                                     # last output, what its gradient rule reuses instead of
+                                     # recomputing it (an LSTM's gates and states); autodiff
+                                     # turns it on for the nodes it differentiates, and the
+                                     # rule then sees that output among ``outputs``
     # -- training mode --
     training: Any = None             # the op's training-mode form (dropout, batch_norm), see
                                      # the module docstring; None: the same in training

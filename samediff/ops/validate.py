@@ -104,6 +104,10 @@ def check_facts(op: OpDef) -> list[str]:
                             "output")
     if op.random and op.grad not in (None, NONDIFF):
         problems.append("a random op cannot have a gradient rule")
+    if op.workspace is not None and (op.attr_kinds.get(op.workspace, (None,))[0] is not Attr.BOOL
+                                     or not op.multi_output):
+        problems.append(f"workspace names {op.workspace!r}, which must be a BOOL attribute of a "
+                        f"multi-output op")
     if op.training is not None and not callable(op.training):
         problems.append("training must be a callable form(inputs, attrs) -> (outputs, updates)")
     if op.epilogue is not None:
