@@ -80,6 +80,20 @@ def test_attention_never_holds_a_full_score_matrix_going_forward():
     assert peak < 6 << 20, f"peak {peak / 2 ** 20:.1f} MiB"
 
 
+@pytest.mark.parametrize("length, keys", [(300, 300), (300, 170), (170, 300)])
+def test_causal_attention_over_several_blocks_skips_only_hidden_keys(length, keys):
+    """Causal blocks read only the keys their queries see (query i: keys j <= i, PyTorch's
+    top-left alignment when the lengths differ); compared with the full masked softmax."""
+    q, k, v = (RNG.normal(size=(2, n, 8)) for n in (length, keys, keys))
+    got = nd.nn.scaled_dot_product_attention(nd.create(q), nd.create(k), nd.create(v),
+                                             is_causal=True).numpy()
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(8)
+    scores = np.where(np.arange(keys)[None, :] <= np.arange(length)[:, None], scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (weights / weights.sum(-1, keepdims=True)) @ v
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_attention_masks_and_errors():
     q, k, v = (nd.create(RNG.normal(size=shape)) for shape in ((3, 4), (4, 4), (4, 2)))
     nothing = nd.create(np.array([[True] * 4, [False] * 4, [True] * 4]))

@@ -10,7 +10,8 @@ PyTorch); it cannot be combined with a mask. A query that may attend to no key g
 PyTorch's reference.
 
 The forward pass works on blocks of ``QUERY_BLOCK`` queries: at no time does it hold the
-``L x S`` scores of a head, only a block's (memory O((L + S) * E + QUERY_BLOCK * S) per head).
+``L x S`` scores of a head, only a block's (memory O((L + S) * E + QUERY_BLOCK * S) per head);
+with ``is_causal`` a block reads only the keys its queries may see (half the work at L = S).
 Its gradient is written with table ops (``P = softmax(scores)``, ``dV = P^T dO``,
 ``dS = P * (dP - rowsum(dP * P))``, ``dQ = dS K scale``, ``dK = dS^T Q scale``), which hold
 ``P``: O(L * S) per head in the backward pass.
@@ -102,10 +103,13 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
     with np.errstate(invalid="ignore", divide="ignore"):  # fully masked rows: NaN, as PyTorch
         for start in range(0, length, QUERY_BLOCK):
             rows = slice(start, min(start + QUERY_BLOCK, length))
-            scores = np.matmul(q[..., rows, :], kt)  # (the block's one buffer: in place below)
+            # causal: the block's queries see keys before rows.stop only; the rest is skipped
+            seen = slice(0, min(rows.stop, keys) if is_causal and rows.stop > 0 else keys)
+            block_v = v[..., seen, :]
+            scores = np.matmul(q[..., rows, :], kt[..., seen])  # (in place below)
             scores *= s
             if is_causal:
-                np.copyto(scores, -np.inf, where=~_causal(rows, length, keys))
+                np.copyto(scores, -np.inf, where=~_causal(rows, length, seen.stop))
             elif mask is not None:
                 m = _block_mask(mask, rows)
                 fits = np.broadcast_shapes(m.shape, scores.shape) == scores.shape
@@ -118,7 +122,7 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
-            out[..., rows, :] = np.matmul(scores, v)
+            out[..., rows, :] = np.matmul(scores, block_v)
     return out
 
 
