@@ -28,7 +28,7 @@ import numpy as np
 
 import nd4py as nd
 
-from timing import interleaved, print_ratios  # benchmarks/timing.py (the script's directory)
+from timing import compare  # benchmarks/timing.py (the script's directory)
 
 N, STEPS, RNN_STEPS, GRAD_STEPS = 64, 1000, 200, 200
 BURST = 5  # calls per sample
@@ -222,17 +222,10 @@ def main() -> None:
             print(f"while_loop gradient, {r['steps']} steps, carry {r['carry_mb']:.1f} MB, "
                   f"{name}: peak memory grew {r['peak_growth_mb']:.1f} MB during the call")
         return
-    rounds = 3 if args.quick else 15
-    contestants = {"nd4py": nd_rows(), "numpy": numpy_rows()}
-    for name, make in (("jax.jit", jax_rows), ("torch", torch_rows)):
-        rows = make()
-        if rows is not None:
-            contestants[name] = rows
-    result = interleaved(contestants, rounds, BURST, args.busy)
+    result = compare({"nd4py": nd_rows, "numpy": numpy_rows, "jax.jit": jax_rows,
+                      "torch": torch_rows}, args, 15, BURST)
     if args.json:
-        print(json.dumps(result, indent=1))
         return
-    print_ratios(result, list(contestants), args.busy)
     print(f"per step, scan-matmul: nd4py {result['scan-matmul']['nd4py_ms'] / RNN_STEPS * 1e3:.1f}"
           f" us (the body's plan per step; not fused whole)")
 

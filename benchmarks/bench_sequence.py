@@ -19,10 +19,9 @@ PyTorch. Run ``python benchmarks/bench_sequence.py [--json] [--quick] [--busy]``
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
-from timing import interleaved, print_ratios  # benchmarks/timing.py (the script's directory)
+from timing import compare  # benchmarks/timing.py (the script's directory)
 
 import nd4py as nd
 from samediff import SameDiff
@@ -195,16 +194,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--busy", action="store_true", help="spin another process on a core")
     args = parser.parse_args()
-    contestants = {"nd4py": nd_rows(), "numpy": numpy_rows()}
-    for name, make in (("torch", torch_rows), ("jax.jit", jax_rows)):
-        rows = make()
-        if rows is not None:
-            contestants[name] = rows
-    result = interleaved(contestants, 3 if args.quick else 11, BURST, args.busy)
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print_ratios(result, list(contestants), args.busy)
+    compare({"nd4py": nd_rows, "numpy": numpy_rows, "torch": torch_rows, "jax.jit": jax_rows},
+            args, 11, BURST)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import math
 import tracemalloc
 
 import numpy as np
-from timing import interleaved, print_ratios  # benchmarks/timing.py (the script's directory)
+from timing import compare  # benchmarks/timing.py (the script's directory)
 
 import nd4py as nd
 
@@ -193,16 +193,8 @@ def main() -> None:
               f"T x T scores {m['one_head_scores_mib']:.1f} MiB, all heads' "
               f"{m['all_heads_scores_mib']:.1f} MiB)")
         return
-    contestants = {"nd4py": nd_rows(), "numpy": numpy_rows()}
-    for name, make in (("torch", torch_rows), ("jax.jit", jax_rows)):
-        rows = make()
-        if rows is not None:
-            contestants[name] = rows
-    result = interleaved(contestants, 3 if args.quick else 11, BURST, args.busy)
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print_ratios(result, list(contestants), args.busy)
+    compare({"nd4py": nd_rows, "numpy": numpy_rows, "torch": torch_rows, "jax.jit": jax_rows},
+            args, 11, BURST)
 
 
 if __name__ == "__main__":

@@ -84,3 +84,22 @@ def print_ratios(result: dict, names: list[str], busy: bool = False, width: int 
     for row, e in result.items():
         print(f"{row:<{width}}" + "".join(f"{e[c + '_ms']:>13.3f}" for c in names)
               + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
+
+
+def compare(makers: dict, args, rounds: int, burst: int = 5) -> dict:
+    """The usual comparison run: ``makers`` maps a contestant's name to a function building
+    its ``{row: fn}`` (None: not installed, skipped); ``args`` has ``json``, ``quick``
+    (3 rounds instead of ``rounds``) and ``busy``. Prints the table (or JSON); returns the
+    result of ``interleaved``."""
+    import json
+    contestants = {}
+    for name, make in makers.items():
+        rows = make()
+        if rows is not None:
+            contestants[name] = rows
+    result = interleaved(contestants, 3 if args.quick else rounds, burst, args.busy)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_ratios(result, list(contestants), args.busy)
+    return result
