@@ -374,8 +374,21 @@ define("bias_add", ["x", "b"],
 
 @forksafe.guarded  # numpy's threaded GEMM: a fork waits for it (samediff/kernels/forksafe.py)
 def _linear(x, w, b=None):
-    out = np.matmul(x, w)
-    return out if b is None else out + b
+    x, w = np.asarray(x), np.asarray(w)
+    if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:
+        # [..., in] as one [rows, in] GEMM (numpy's matmul runs one GEMM per leading index),
+        # and the bias added in place: [8, 128, 256] @ [256, 1024] + b 6.5 -> 3.0 ms
+        out = np.matmul(x.reshape(-1, x.shape[-1]), w)
+        out = out.reshape(*x.shape[:-1], w.shape[-1])
+    else:
+        out = np.matmul(x, w)
+    if b is None:
+        return out
+    if np.result_type(out, b) == out.dtype and np.broadcast_shapes(out.shape,
+                                                                   np.shape(b)) == out.shape:
+        out += b  # (out is the GEMM's fresh result: ours to reuse)
+        return out
+    return out + b
 
 
 def _linear_shape(xs: Shape, ws: Shape, *rest) -> Shape:
