@@ -73,10 +73,10 @@ def _infer(types: list[TensorType], a: Any) -> TensorType:
     return TensorType((*batch, q.shape[-2], v.shape[-1]), q.dtype)
 
 
-def _causal(rows: slice, length: int, keys: int) -> np.ndarray:
-    """The causal mask's ``rows`` (True: attend): query i sees keys j <= i."""
-    i = np.arange(rows.start, rows.stop)[:, None]
-    return np.arange(keys)[None, :] <= i
+def _causal(rows: slice, keys: slice) -> np.ndarray:
+    """The causal mask of queries ``rows`` and keys ``keys`` (True: attend): query i sees
+    key j when j <= i."""
+    return np.arange(keys.start, keys.stop)[None, :] <= np.arange(rows.start, rows.stop)[:, None]
 
 
 def _block_mask(mask: Any, rows: slice) -> Any:
@@ -106,10 +106,12 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
             # causal: the block's queries see keys before rows.stop only; the rest is skipped
             seen = slice(0, min(rows.stop, keys) if is_causal and rows.stop > 0 else keys)
             block_v = v[..., seen, :]
-            scores = np.matmul(q[..., rows, :], kt[..., seen])  # (in place below)
-            scores *= s
-            if is_causal:
-                np.copyto(scores, -np.inf, where=~_causal(rows, length, seen.stop))
+            # (the scale on the block's queries, not on its scores: E values per query, not S)
+            scores = np.matmul(q[..., rows, :] * s, kt[..., seen])  # (in place below)
+            if is_causal:  # (only the keys from rows.start on can be after a query)
+                first = min(rows.start, seen.stop)
+                np.copyto(scores[..., first:], -np.inf,
+                          where=~_causal(rows, slice(first, seen.stop)))
             elif mask is not None:
                 m = _block_mask(mask, rows)
                 fits = np.broadcast_shapes(m.shape, scores.shape) == scores.shape
@@ -121,8 +123,9 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
                     scores = scores + m.astype(dtype, copy=False)
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            out[..., rows, :] = np.matmul(scores, block_v)
+            # normalized after the product: a pass over [block, Ev] instead of [block, S]
+            total = scores.sum(axis=-1, keepdims=True)
+            out[..., rows, :] = np.matmul(scores, block_v) / total
     return out
 
 
