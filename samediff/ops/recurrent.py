@@ -26,9 +26,12 @@ Attributes (ND4J's ``LSTMLayerConfig`` and ONNX's ``LSTM``/``GRU``/``RNN``):
 
 Outputs: ``y`` (every step's hidden state in ``data_format``), ``h_last`` (``[batch, hidden]``,
 ``[2, batch, hidden]`` when bidirectional: each example's state after its last step) and, for
-the LSTM, ``c_last``. The input projection of the whole sequence is one GEMM; each step is a
-GEMM with R and the gate math. The gradient (op ``<cell>_layer_grad``) runs the sequence again
-keeping each step's gates and then back through time; it is not differentiable again.
+the LSTM, ``c_last``. The input projection of the whole sequence is one GEMM; then float32
+LSTMs with the default activations run compiled time loops (``kernels/recurrent.py``, from
+``KERNEL_MIN_WORK``), everything else a GEMM with R and the gate math in numpy per step. The
+gradient (op ``<cell>_layer_grad``) reads the forward's tape from its workspace (the LSTM's
+``keep_workspace`` output, which autodiff turns on: ``OpDef.workspace``) or runs the sequence
+again keeping each step's gates, then goes back through time; it is not differentiable again.
 """
 from __future__ import annotations
 
