@@ -89,6 +89,16 @@ def test_cnn_digits_on_idx_files(tmp_path):
     assert "reloaded" in out and "max difference" in out
 
 
+def _assert_trained(out: str, accuracy_at_least: float) -> None:
+    """An example's report: test accuracy at least ``accuracy_at_least``, the same after
+    saving and reloading, and a training loss that fell."""
+    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
+    assert accuracy >= accuracy_at_least, out
+    assert "reloaded: " + f"{accuracy:.4f}" in out
+    first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
+    assert last < first, out
+
+
 @pytest.mark.heavy(seconds=9)
 def test_control_flow_newton_gradient_and_scan_rnn_reach_95_percent():
     """Interpreted (the same numbers: 9 s against 27 s compiling its kernels from a cold
@@ -97,11 +107,7 @@ def test_control_flow_newton_gradient_and_scan_rnn_reach_95_percent():
     out = _run("examples/control_flow.py", ND4PY_COMPILE="interpret")
     gap = float(out.split("largest difference ")[1].split()[0])
     assert gap <= 1e-9, out  # through the while loop == the implicit function theorem
-    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
-    assert accuracy >= 0.95, out
-    assert "reloaded: " + f"{accuracy:.4f}" in out
-    first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
-    assert last < first, out
+    _assert_trained(out, 0.95)
 
 
 @pytest.mark.heavy(seconds=6)
@@ -112,11 +118,7 @@ def test_sequence_digits_lstm_layer_reaches_97_percent():
     test_recurrent_kernels)."""
     pytest.importorskip("sklearn")
     out = _run("examples/sequence_digits.py", ND4PY_COMPILE="interpret", ND4PY_BLAS="numpy")
-    accuracy = float(out.split("test accuracy ")[1].split(";")[0])
-    assert accuracy >= 0.97, out
-    assert "reloaded: " + f"{accuracy:.4f}" in out
-    first, last = (float(v) for v in out.split(", loss ")[1].split()[0:3:2])
-    assert last < first, out
+    _assert_trained(out, 0.97)
 
 
 @pytest.mark.heavy(seconds=10)

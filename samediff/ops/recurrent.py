@@ -438,12 +438,18 @@ def _prepare(kind: str, arrays: tuple, a: Any) -> tuple:
     return n, xt, lengths
 
 
-def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tuple:
-    """The layer's outputs; ``tapes`` collects ``(direction, time order, tape)`` per direction
-    for ``_backward``. With ``keep_workspace`` (an LSTM differentiated by autodiff) the tapes
-    of the compiled loops are written into one array, returned last, which the gradient op
-    reads instead of running the layer again (empty when the numpy route ran)."""
-    n, xt, lengths = _prepare(kind, arrays, a)
+def _forward(kind: str, arrays: tuple, a: Any) -> tuple:
+    """The op: the layer's outputs."""
+    return _run_layer(kind, _prepare(kind, arrays, a), a, None)
+
+
+def _run_layer(kind: str, prepared: tuple, a: Any, tapes: list | None) -> tuple:
+    """The layer's outputs from ``_prepare``'s inputs; ``tapes`` collects ``(direction, time
+    order, tape)`` per direction for ``_backward``. With ``keep_workspace`` (an LSTM
+    differentiated by autodiff) the tapes of the compiled loops are written into one array,
+    returned last, which the gradient op reads instead of running the layer again (empty when
+    the numpy route ran)."""
+    n, xt, lengths = prepared
     steps, batch = xt.shape[:2]
     directions = _directions(kind, a, n)
     compiled = directions[0].compiled(xt.dtype, batch)  # (the same for both directions)
@@ -474,14 +480,14 @@ def _forward(kind: str, arrays: tuple, a: Any, tapes: list | None = None) -> tup
             *((workspace,) if keep_workspace else ()))
 
 
-def _tapes_from(kind: str, arrays: tuple, a: Any, workspace: np.ndarray | None) -> list:
+def _tapes_from(kind: str, prepared: tuple, a: Any, workspace: np.ndarray | None) -> list:
     """Each direction's tape: read from the forward's workspace when it has one, else from
     running the layer again."""
     tapes: list = []
     if workspace is None or not workspace.size:
-        _forward(kind, arrays, a, tapes)
+        _run_layer(kind, prepared, a, tapes)
         return tapes
-    n, xt, lengths = _prepare(kind, arrays, a)
+    n, xt, lengths = prepared
     steps, batch = xt.shape[:2]
     for k, direction in enumerate(_directions(kind, a, n)):
         size = _tape_size(steps, batch, direction.w.R.shape[0])
@@ -493,9 +499,11 @@ def _tapes_from(kind: str, arrays: tuple, a: Any, workspace: np.ndarray | None) 
 
 def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
               workspace: np.ndarray | None = None) -> tuple:
-    tapes = _tapes_from(kind, arrays, a, workspace)
-    n, xt, lengths = _prepare(kind, arrays, a)
+    prepared = _prepare(kind, arrays, a)
+    tapes = _tapes_from(kind, prepared, a, workspace)
+    _, xt, lengths = prepared
     steps, batch, n_in = xt.shape
+    x2d = xt.reshape(steps * batch, n_in)  # (a copy for NTS/NST: made once, not per direction)
     dy = np.asarray(grads[0], xt.dtype)
     dy_t = _time_major(dy, a.data_format)
     bidir = len(tapes) == 2
@@ -518,7 +526,7 @@ def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
         flat = dzx.reshape(steps * batch, -1)
         dx += (flat @ direction.W.T).reshape(steps, batch, n_in)
         perm, peep_perm = direction.perm, direction.peep_perm
-        out["W"].append(_blocks(xt.reshape(steps * batch, n_in).T @ flat, perm, True))
+        out["W"].append(_blocks(x2d.T @ flat, perm, True))
         out["R"].append(_blocks(acc.R, perm, True))
         db = _blocks(flat.sum(0), perm, True)
         if direction.split_bias:

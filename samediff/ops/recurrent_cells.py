@@ -20,7 +20,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import OpError
 from .registry import AttrKind
 
 Activation = tuple[str, float, float]
@@ -275,9 +274,3 @@ class SimpleRNN:
 
 CELLS: dict[str, Any] = {"lstm": LSTM, "gru": GRU, "rnn": SimpleRNN}
 
-
-def cell(name: str) -> Any:
-    try:
-        return CELLS[name]
-    except KeyError:
-        raise OpError(f"unknown recurrent cell {name!r}; known: {sorted(CELLS)}") from None
