@@ -59,32 +59,37 @@ class OpNamespace:
         self._groups = None if groups is None else tuple(groups)
         self._apply = apply
         self._leading_name = leading_name
-        self._cache: dict[str, Callable] = {}
+        self._cache: dict[tuple, Callable] = {}
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
-        fn = self._cache.get(name)
+        fn = self._function(name, self._groups)
         if fn is None:
-            op = self._frontend.ops_in(self._groups).get(name)
-            if op is None:
-                raise AttributeError(f"{self._title} has no op {name!r}; available: "
-                                     f"{', '.join(sorted(self._frontend.ops_in(self._groups)))}")
-            fn = self._cache[name] = op_function(op, self._frontend, self._apply,
-                                                 self._leading_name)
+            raise AttributeError(f"{self._title} has no op {name!r}; available: "
+                                 f"{', '.join(sorted(self._frontend.ops_in(self._groups)))}")
         setattr(self, name, fn)  # later lookups skip __getattr__
         return fn
 
     def _raw_op(self, name: str) -> Callable[..., Any]:
-        """The function applying op ``name`` (any op) here, bypassing hand-written forms of
-        the same name (``RnnForms.lstm_layer`` calls the ``lstm_layer`` op through this)."""
-        fn = self._cache.get(name)
+        """The function applying op ``name`` (any op, not only this namespace's) here,
+        bypassing hand-written forms of the same name (``RnnForms.lstm_layer`` calls the
+        ``lstm_layer`` op, ``RnnForms.gruCell`` calls ``matmul``, through this)."""
+        fn = self._function(name, None)
         if fn is None:
-            op = self._frontend.ops_in(None).get(name)
+            raise AttributeError(f"{self._title}: no op {name!r}")
+        return fn
+
+    def _function(self, name: str, groups: tuple[str, ...] | None) -> Callable[..., Any] | None:
+        """The (memoized) function of the op called ``name`` among ``groups`` (None: all)."""
+        key = (name, groups)
+        fn = self._cache.get(key)
+        if fn is None:
+            op = self._frontend.ops_in(groups).get(name)
             if op is None:
-                raise AttributeError(f"{self._title}: no op {name!r}")
-            fn = self._cache[name] = op_function(op, self._frontend, self._apply,
-                                                 self._leading_name)
+                return None
+            fn = self._cache[key] = op_function(op, self._frontend, self._apply,
+                                                self._leading_name)
         return fn
 
     def __dir__(self) -> list[str]:

@@ -187,3 +187,13 @@ def test_traced_and_compiled_layers_equal_eager():
     with nd.graph_scope():
         traced = f(nd.create(x), nd.create(w))
     assert traced.item() == pytest.approx(eager, rel=1e-12)
+
+
+def test_the_rnn_namespace_shows_its_ops_and_forms_only():
+    """The cells call table ops of other groups (matmul, split...) through the namespace; that
+    must not make them appear on it."""
+    nd.rnn.gruCell(r(B, I), r(B, H), GRUWeights(r(I + H, 2 * H), r(I + H, H)))
+    with pytest.raises(AttributeError, match="has no op 'matmul'"):
+        nd.rnn.matmul
+    assert {"lstm_layer", "lstmLayer", "gru", "gruCell", "lstmCell"} <= set(dir(nd.rnn))
+    assert "matmul" not in dir(nd.rnn)
