@@ -171,7 +171,11 @@ def attention_memory() -> dict:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     mib = 2.0 ** 20
-    return {"peak_mib": peak / mib, "one_head_scores_mib": LONG * LONG * 4 / mib,
+    from samediff.kernels import attention as kernel  # (its scratch: Numba's allocator)
+    threads = len(kernel.workers.halves(LONG_HEADS, 1 << 40, 0))
+    return {"peak_mib": peak / mib,
+            "kernel_scratch_mib": threads * kernel.scratch_bytes(LONG_DIM, LONG) / mib,
+            "one_head_scores_mib": LONG * LONG * 4 / mib,
             "all_heads_scores_mib": LONG_HEADS * LONG * LONG * 4 / mib,
             "output_mib": Q_LONG[0].nbytes / mib}
 
@@ -189,7 +193,8 @@ def main() -> None:
             print(json.dumps(m, indent=1))
             return
         print(f"attention, seq {LONG}, {LONG_HEADS} heads, d {LONG_DIM}, float32: peak "
-              f"{m['peak_mib']:.1f} MiB allocated (output {m['output_mib']:.1f} MiB; one head's "
+              f"{m['peak_mib']:.1f} MiB allocated by numpy + {m['kernel_scratch_mib']:.1f} MiB "
+              f"compiled kernel scratch (output {m['output_mib']:.1f} MiB; one head's "
               f"T x T scores {m['one_head_scores_mib']:.1f} MiB, all heads' "
               f"{m['all_heads_scores_mib']:.1f} MiB)")
         return

@@ -85,17 +85,8 @@ SPECIALS = {
 
 @functools.lru_cache(maxsize=None)
 def kernel(name):
-    """A Numba loop with the generated kernels' fast-math flags applying ``<name>_f32``; compiled once."""
-    fn = getattr(fm, name + "_f32")
-
-    @numba.njit(fastmath=set(fm.KERNEL_FASTMATH))  # the flags generated kernels use
-    def apply(x):
-        out = np.empty_like(x)
-        for i in range(x.size):
-            out[i] = fn(x[i])
-        return out
-
-    return apply
+    """``_loop`` of ``<name>_f32``, compiled once."""
+    return _loop(getattr(fm, name + "_f32"))
 
 
 def ulp_error(y, ref):
@@ -190,3 +181,28 @@ def test_float32_only_and_vectorized(name):
 def _body(ir):
     """The LLVM IR of the kernel's defined functions (declarations excluded)."""
     return "\n".join(line for line in ir.splitlines() if not line.startswith("declare"))
+
+
+def test_exp2_of_non_positive_arguments():
+    """exp2_nonpos_f32 (the attention kernel's softmax in base 2): v in [-160, 0], dense, and
+    its clamp and specials; vectorized like the others."""
+    apply = _loop(fm.exp2_nonpos_f32)
+    x = np.concatenate([np.linspace(-160, 0, 1 << 20), -np.geomspace(1e-30, 1, 4096)])
+    x = x.astype(F32)
+    err = ulp_error(apply(x), np.exp2(x.astype(np.float64)))
+    assert err.max() <= 1.5, f"{err.max():.2f} ulp at v = {x[np.argmax(err)]!r}"
+    specials = np.array([0.0, -0.0, -1.0, -149.0, -150.5, -161.0, -1e30, -np.inf, np.nan], F32)
+    want = np.array([1.0, 1.0, 0.5, 2.0 ** -149, 0.0, 0.0, 0.0, 0.0, np.nan], F32)
+    np.testing.assert_array_equal(apply(specials), want)
+    assert re.search(r"<\d+ x float>", "\n".join(apply.inspect_llvm().values()))
+
+
+def _loop(fn):
+    """A Numba loop applying ``fn`` elementwise with the generated kernels' fast-math flags."""
+    @numba.njit(fastmath=set(fm.KERNEL_FASTMATH))
+    def apply(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = fn(x[i])
+        return out
+    return apply

@@ -12,6 +12,8 @@ Functions (all ``float32 -> float32``)::
     exp_f32  expm1_f32  log_f32  log1p_f32  tanh_f32  sigmoid_f32  softplus_f32
     log_sigmoid_f32  erf_f32  gelu_tanh_f32  gelu_erf_f32  swish_f32
 
+and ``exp2_nonpos_f32`` (2**v for v <= 0 only: a softmax's shifted scores in base 2).
+
 Methods.  exp: Cody-Waite reduction x = k ln2 + r, degree-6 minimax expm1(r), 2**k built from
 the bits of the rounding constant, applied as two factors so subnormal results round once.
 expm1: the same pieces recombined without cancellation.  log/log1p: exponent/mantissa split
@@ -68,7 +70,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["exp_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "sigmoid_f32",
+__all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "sigmoid_f32",
            "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32", "gelu_erf_f32",
            "swish_f32"]
 
@@ -229,6 +231,13 @@ def exp_f32(x):
 
 
 @_jit
+def exp2_nonpos_f32(v):
+    """2**v for v <= 0 (a softmax's shifted scores in base 2): 0 below -160, NaN kept; the
+    positive half is not handled. Cheaper than ``exp_f32``: no range reduction by ln 2."""
+    return _exp2_nonpos(_F(-160.0) if v < _F(-160.0) else v)
+
+
+@_jit
 def expm1_f32(x):
     r, sa, c, cinv = _exp_reduce(x, _NZERO, False)
     # 2**k * (em + 1) - 1 == c * (sa * em + (sa - 1/c)); the difference of the two powers of
@@ -306,7 +315,7 @@ def gelu_tanh_f32(x):
     # of the cubic either way).  2**-160 and x >= -10.9 already give e = 0 / result -0.
     xz = _F(-10.9) if x < _F(-10.9) else x
     v = -math.fabs(xz * (_GELU_K2 + _GELU_KC2 * (xz * xz)))
-    e = _exp2_nonpos(_F(-160.0) if v < _F(-160.0) else v)
+    e = exp2_nonpos_f32(v)
     return _div(x if x >= _ZERO else xz * e, _ONE + e)
 
 

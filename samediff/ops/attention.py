@@ -9,6 +9,11 @@ which keys each query may attend to (True: attend); a float mask is added to the
 PyTorch); it cannot be combined with a mask. A query that may attend to no key gets NaN, as
 PyTorch's reference.
 
+float32 attention without a mask, from ``KERNEL_MIN_WORK``, runs the compiled forward
+(``kernels/attention.py``: blocks of queries, fused vectorized softmax, the (batch, head)
+pairs over two threads, heads read through their strides); everything else the numpy route
+below, which computes the same thing.
+
 The forward pass works on blocks of ``QUERY_BLOCK`` queries: at no time does it hold the
 ``L x S`` scores of a head, only a block's (memory O((L + S) * E + QUERY_BLOCK * S) per head);
 with ``is_causal`` a block reads only the keys its queries may see (half the work at L = S).
@@ -31,6 +36,9 @@ from .registry import TensorType, define
 
 #: queries per block of the forward pass
 QUERY_BLOCK = 128
+#: multiply-adds of the scores (batch * L * S * E) from which float32 attention without a
+#: mask runs the compiled forward (``kernels/attention.py``); below, the numpy route
+KERNEL_MIN_WORK = 1 << 16
 
 
 def _default_scale(e: int, scale: float | None) -> float:
@@ -98,6 +106,8 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
     length, keys = q.shape[-2], k.shape[-2]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
                                 *([np.shape(mask)[:-2]] if np.ndim(mask) > 2 else []))
+    if mask is None and _kernel_fits(q, k, v):
+        return _kernel(q, k, v, float(s), is_causal)
     out = np.empty((*batch, length, v.shape[-1]), dtype)
     kt = np.swapaxes(k, -1, -2)
     with np.errstate(invalid="ignore", divide="ignore"):  # fully masked rows: NaN, as PyTorch
@@ -127,6 +137,34 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
             total = scores.sum(axis=-1, keepdims=True)
             out[..., rows, :] = np.matmul(scores, block_v) / total
     return out
+
+
+def _kernel_fits(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
+    """May the compiled forward (``kernels/attention.py``) run: float32, no broadcasting
+    between q, k and v, no empty axis, from ``KERNEL_MIN_WORK``, and compiled?"""
+    if not (q.dtype == np.float32 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and 0 not in q.shape + k.shape + v.shape
+            and math.prod(q.shape[:-1]) * k.shape[-2] * q.shape[-1] >= KERNEL_MIN_WORK):
+        return False
+    from ..kernels import attention as kernels  # (imports Numba: only when one runs)
+    return kernels.ready(*(_as_pairs(x) for x in (q, k, v)))
+
+
+def _as_pairs(x: np.ndarray) -> np.ndarray:
+    """``x [..., length, features]`` as ``[batch, heads, length, features]`` with unit stride
+    along features (a view when it can be: heads made by ``permute`` are not copied)."""
+    if x.ndim != 4:
+        x = x.reshape((1,) * (4 - x.ndim) + x.shape if x.ndim < 4 else (-1, *x.shape[-3:]))
+    if x.strides[-1] != x.itemsize or not x.flags.aligned:
+        x = np.ascontiguousarray(x)
+    return x
+
+
+def _kernel(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+            causal: bool) -> np.ndarray:
+    from ..kernels import attention as kernels
+    out = kernels.attend(*(_as_pairs(x) for x in (q, k, v)), scale, causal)
+    return out.reshape(*q.shape[:-1], v.shape[-1])
 
 
 def _masked(scores: np.ndarray, hidden: np.ndarray, fits: bool) -> np.ndarray:

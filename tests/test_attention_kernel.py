@@ -1,0 +1,113 @@
+"""The compiled attention forward (``samediff/kernels/attention.py``) against a float64
+softmax written here, and the routing rules: which calls take it, which stay on numpy.
+
+The kernel runs blocks of queries, a causal block reading only the keys its queries see, the
+(batch, head) pairs split over two threads; every shape below crosses a block edge somewhere
+(lengths 1, 127-129, 300), and the causal cases cover L > S and L < S (PyTorch's top-left
+alignment). Heads made by ``permute`` are read through their strides, not copied.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import nd4py as nd
+from samediff.kernels import attention as kernel
+from samediff.kernels import blas, workers
+from samediff.ops import attention
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason=blas.why_not() or "no BLAS")
+RNG = np.random.default_rng(11)
+
+
+def reference(q, k, v, causal, scale=None):
+    """softmax(q k^T scale, keys after each query hidden) v in float64, whole."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * s
+    if causal:
+        seen = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None]
+        scores = np.where(seen, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return (weights / weights.sum(-1, keepdims=True)) @ v
+
+
+def f32(*shape):
+    return RNG.normal(size=shape).astype(np.float32)
+
+
+def run(q, k, v, causal, scale=None):
+    """The op's eager call, asserting that it took the kernel."""
+    assert attention._kernel_fits(q, k, v), "expected the compiled route"
+    return nd.nn.scaled_dot_product_attention(nd.create(q), nd.create(k), nd.create(v),
+                                              is_causal=causal, scale=scale).numpy()
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("batch, length, keys, e, ev", [
+    ((2, 3), 300, 300, 32, 32),
+    ((4,), 129, 129, 16, 24),
+    ((1, 2), 300, 170, 16, 16),
+    ((1, 2), 170, 300, 16, 8),
+    ((40,), 128, 1, 16, 8),
+    ((2, 1, 2), 127, 64, 64, 64),
+])
+def test_kernel_matches_the_definition(batch, length, keys, e, ev, causal):
+    q, k, v = f32(*batch, length, e), f32(*batch, keys, e), f32(*batch, keys, ev)
+    got = run(q, k, v, causal)
+    assert got.shape == (*batch, length, ev) and got.dtype == np.float32
+    np.testing.assert_allclose(got, reference(q, k, v, causal), rtol=2e-5, atol=2e-6)
+
+
+def test_heads_as_strides_and_an_explicit_scale():
+    """q/k/v as the [batch, heads, seq, dh] views of a [batch, seq, heads, dh] projection (the
+    transformer block's heads) and a non-contiguous v: read in place, same answer."""
+    x = f32(3, 200, 4, 32)
+    q = x.transpose(0, 2, 1, 3)
+    k = f32(3, 200, 4, 32).transpose(0, 2, 1, 3)
+    v = f32(3, 4, 200, 64)[..., ::2]  # (features not unit-stride: copied by the route)
+    got = run(q, k, v, True, scale=0.3)
+    np.testing.assert_allclose(got, reference(q, k, v, True, 0.3), rtol=2e-5, atol=2e-6)
+
+
+def test_large_scores_do_not_overflow():
+    """Scores in the thousands: each row is shifted by its max before the exp. (A float32
+    score of ~3000 carries ~2e-4 of rounding, so the exp of a difference of two does too:
+    the tolerance is that, not the kernel's.)"""
+    q, k, v = f32(2, 130, 16) * 40, f32(2, 130, 16) * 40, f32(2, 130, 16)
+    got = run(q, k, v, False)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, reference(q, k, v, False), rtol=2e-3, atol=2e-3)
+
+
+def test_two_halves_compute_what_one_thread_does():
+    """The pairs split over two threads give the same bits as one thread doing them all."""
+    q, k, v = (f32(1, 6, 256, 32) for _ in range(3))
+    split = kernel.attend(q, k, v, 0.2, True)
+    whole = np.empty_like(split)
+    scale = np.float32(0.2 * kernel.LOG2_E)  # (forward's scale is in base 2)
+    kernel.forward(q, k, v, scale, True, 0, 6, kernel.BLOCK, whole, workers.NO_GO)
+    assert len(workers.halves(6, 10 ** 9, kernel.SPLIT_MIN_WORK)) == 2
+    np.testing.assert_array_equal(split, whole)
+
+
+@pytest.mark.parametrize("why, make", [
+    ("float64", lambda: [RNG.normal(size=(2, 200, 16)) for _ in range(3)]),
+    ("broadcast batch", lambda: [f32(2, 200, 16), f32(1, 200, 16), f32(1, 200, 16)]),
+    ("tiny", lambda: [f32(4, 8), f32(4, 8), f32(4, 8)]),
+    ("no keys", lambda: [f32(2, 200, 16), f32(2, 0, 16), f32(2, 0, 16)]),
+])
+def test_what_stays_on_numpy(why, make):
+    q, k, v = make()
+    assert not attention._kernel_fits(q, k, v), why
+
+
+def test_a_mask_stays_on_numpy_and_agrees():
+    """A mask takes the numpy route; with all-True it answers what the kernel does."""
+    q, k, v = (f32(2, 150, 16) for _ in range(3))
+    everything = nd.create(np.ones((150, 150), bool))
+    masked = nd.nn.scaled_dot_product_attention(nd.create(q), nd.create(k), nd.create(v),
+                                                everything).numpy()
+    np.testing.assert_allclose(masked, run(q, k, v, False), rtol=2e-5, atol=2e-6)
