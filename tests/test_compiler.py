@@ -257,6 +257,26 @@ def test_bias_gradient_sum_is_fused_into_its_kernel_bit_for_bit(shape, bshape):
     np.testing.assert_array_equal(g.numpy(), gw.numpy())
 
 
+@pytest.mark.parametrize("shape,bshape", [((64, 33), (33,)), ((4, 3, 5), (3, 5))])
+def test_a_kernel_whose_every_output_is_a_sum(shape, bshape):
+    """A layer norm's gain and bias gradients: ``g`` is only summed, so the kernel has no
+    output of the loops' shape and takes their bounds from an input (it once took them from
+    a sum, which has fewer dims, and fell back to the interpreter)."""
+    from samediff.ops.call import op
+
+    def f(x, y, b):
+        g = x + y * 0.5
+        return op.reduce_to_like(g, b), op.reduce_to_like(g * y, b)
+
+    x, y, b = arr(*shape), arr(*shape), nd.create(np.zeros(bshape, np.float32))
+    got, want, plan = both(f, x, y, b)
+    kernels = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+    assert len(plan.steps) == 1 and kernels[0].kernels is not None, plan.explain()
+    assert not kernels[0].spec.outputs and len(kernels[0].spec.sums) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
 def test_generated_driver_equals_the_step_loop_and_frees_after_last_reader():
     """The plan's one generated function (``driver.py``) gives the step-by-step loop's results
     bit for bit, on its first call (launch records not cached yet: general path) and after."""

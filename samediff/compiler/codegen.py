@@ -136,12 +136,15 @@ def render(spec: KernelSpec) -> str:
                          [f"in{into[k]}[{out_idx}] = {ref}" if k in into else line
                           for k, ((ref, _), line) in enumerate(zip(spec.outputs, writes))]))
     lines = list(PRELUDE)
+    if not spec.outputs:  # only sums (smaller than the loops): the bounds come from the inputs
+        loops = [(var, _bound(spec, d)) for d, (var, _) in enumerate(loops)]
     for names, outs, stores in variants:
         params = kernel_params(spec, outs)
         first = "o0" if "o0" in outs else f"in{dict(spec.inplace)[0]}"  # the loops' bounds
         loops = [(var, bound.replace("o0", first)) for var, bound in loops]
         for name, parallel in names:
-            lines.append(decorator(parallel))
+            # (a kernel with sums has no prange: parallel=True would only make Numba warn)
+            lines.append(decorator(parallel and not spec.sums))
             lines.append(f"def {name}({params}):")
             if not loops:  # rank-0 output
                 lines += ["    " + b for b in body + stores + sums]
@@ -155,6 +158,20 @@ def render(spec: KernelSpec) -> str:
                 lines += ["    " * depth + b for b in body + stores + sums]
             lines.append("")
     return module_source(lines)
+
+
+def _bound(spec: KernelSpec, d: int) -> str:
+    """The extent of loop ``d`` of a kernel whose every output is a leading-dims sum: an input
+    not broadcast along ``d``, else a sum that keeps ``d``. (With neither, no operand knows it:
+    the group runs in the interpreter.)"""
+    for k, (_, pattern) in enumerate(spec.arrays):
+        if not pattern[d]:
+            return f"in{k}.shape[{d}]"
+    for k, (_, lead) in enumerate(spec.sums):
+        if d >= lead:
+            return f"o{k}.shape[{d - lead}]"
+    raise NotImplementedError(f"no operand of the kernel spans its loop {d} (every input is "
+                              f"broadcast there and every output sums it)")
 
 
 def cache_dir() -> Path:
