@@ -75,6 +75,49 @@ def _sdpa_ref(q, k, v, mask=None, *, is_causal, scale):
     return out
 
 
+def _sdpa_grad_ref(q, k, v, out, g, *, is_causal, scale):
+    """The chain rule query by query, from the definition: p = softmax(s q.k_j) over the keys
+    the query sees; out = sum_j p_j v_j, so dv_j += p_j g, and with dp_j = g.v_j the scores'
+    gradient is p_j (dp_j - sum_l p_l dp_l), which gives dq = s sum_j ds_j k_j and
+    dk_j += s ds_j q. (``out`` is the forward's output: not needed by this derivation.)
+    Batch dims broadcast; the gradient of a broadcast input sums over them."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    s = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    full = [np.broadcast_to(a, (*batch, *a.shape[-2:])) for a in (q, k, v, g)]
+    grads = [np.zeros((*batch, *a.shape[-2:])) for a in (q, k, v)]
+    for b in np.ndindex(*batch):
+        qb, kb, vb, gb = (a[b] for a in full)
+        dq, dk, dv = (d[b] for d in grads)
+        for i in range(qb.shape[0]):
+            seen = [j for j in range(kb.shape[0]) if not is_causal or j <= i]
+            scores = [s * float(np.dot(qb[i], kb[j])) for j in seen]
+            top = max(scores)
+            weights = [np.exp(x - top) for x in scores]
+            p = [w / sum(weights) for w in weights]
+            dp = [float(np.dot(gb[i], vb[j])) for j in seen]
+            mean = sum(pj * dpj for pj, dpj in zip(p, dp))
+            for j, pj, dpj in zip(seen, p, dp):
+                dv[j] += pj * gb[i]
+                ds = pj * (dpj - mean)
+                dq[i] += s * ds * kb[j]
+                dk[j] += s * ds * qb[i]
+    return tuple(_sum_to(d, a.shape) for d, a in zip(grads, (q, k, v)))
+
+
+def _sum_to(x, shape):
+    """``x`` summed over the leading dims ``shape`` lacks and those it has as 1."""
+    x = x.sum(axis=tuple(range(x.ndim - len(shape)))) if x.ndim > len(shape) else x
+    ones = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    return x.sum(axis=ones, keepdims=True) if ones else x
+
+
+def _sdpa_grad_sample(S, q, k, v, **attrs):
+    """A row of the gradient op: its inputs with the forward's true output (the reference)."""
+    a = {"is_causal": False, "scale": None, **attrs}
+    out = _sdpa_ref(q, k, v, **a)
+    return S([q, k, v, out, u(*out.shape)], attrs, _sdpa_grad_ref)
+
+
 def _dpa_ref(queries, keys, values, mask=None, *, scaled):
     """ND4J's layout, feature-major: swap to position-major, attend (keys where the mask is
     non-zero), swap back."""
@@ -107,6 +150,10 @@ def sequence_samples(S):
             S([u(2, 4, 3), u(2, 4, 3), u(1, 4, 2)], {"is_causal": True}, _sdpa_ref),
             S([u(2, 3, 4), u(5, 4), u(5, 2), keep], {}, _sdpa_ref),
             S([u(3, 4), u(5, 4), u(5, 3), u(1, 3, 5)], {"scale": 0.5}, _sdpa_ref),
+        ],
+        "scaled_dot_product_attention_grad": [
+            _sdpa_grad_sample(S, u(2, 3, 4), u(2, 5, 4), u(2, 5, 3)),
+            _sdpa_grad_sample(S, u(2, 4, 3), u(1, 4, 3), u(2, 4, 2), is_causal=True, scale=0.5),
         ],
         "dot_product_attention": [
             S([u(2, 4, 3), u(2, 4, 5), u(2, 2, 5)], {}, _dpa_ref),

@@ -148,12 +148,80 @@ def forward(q, k, v, scale, causal, lo, hi, block, out, go):
             _divide_rows(dst, sums)
 
 
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _normalize_rows(p, sums):
+    for r in range(p.shape[0]):
+        inv = _ONE / sums[r]
+        for j in range(p.shape[1]):
+            p[r, j] *= inv
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def _score_gradient(p, dp, o, g, scale):
+    """``dp = p * (dp - rowsum(g * o)) * scale`` in place: the scores' gradient from the
+    probabilities' (``rowsum(g * o)`` is ``rowsum(p * dp)``: the output's rows, E values each
+    instead of S)."""
+    for r in range(p.shape[0]):
+        d = _ZERO
+        for e in range(o.shape[1]):
+            d += g[r, e] * o[r, e]
+        for j in range(p.shape[1]):
+            dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
+
+
+@numba.njit(cache=True, nogil=True)
+def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go):
+    """The gradients ``dq``, ``dk``, ``dv`` (zeroed by the caller) of ``forward`` for the
+    pairs ``lo <= b * heads + h < hi``, from its output ``o`` and the output's gradient
+    ``g``, a block of queries at a time (scores recomputed, never a head's ``L x S``):
+
+        P = softmax(Q_b K^T s)      dV += P^T G_b       dP = G_b V^T
+        dS = P * (dP - rowsum(G_b * O_b)) * s          dQ_b = dS K      dK += dS^T Q_b
+
+    ``scale2 = s * log2(e)`` as ``forward``'s, ``scale`` is ``s``. ``go``: ``workers.both``'s
+    token, announced at once."""
+    spin.announce(go)
+    heads, length, keys = q.shape[1], q.shape[2], k.shape[2]
+    probs = np.empty(block * keys, np.float32)
+    grads = np.empty(block * keys, np.float32)
+    sums = np.empty(block, np.float32)
+    kt = np.empty((q.shape[3], keys), np.float32)
+    for pair in range(lo, hi):
+        b, h = pair // heads, pair % heads
+        _transpose_scaled(k[b, h], scale2, kt)
+        for start in range(0, length, block):
+            stop = min(start + block, length)
+            rows = stop - start
+            seen = min(stop, keys) if causal else keys
+            p = probs[:rows * seen].reshape((rows, seen))
+            dp = grads[:rows * seen].reshape((rows, seen))
+            q_b, g_b = q[b, h, start:stop], g[b, h, start:stop]
+            gemm(q_b, kt[:, :seen], p, 0.0)
+            _softmax_rows(p, start, causal, sums)
+            _normalize_rows(p, sums)
+            gemm(p.T, g_b, dv[b, h, :seen], 1.0)
+            gemm(g_b, v[b, h, :seen].T, dp, 0.0)
+            _score_gradient(p, dp, o[b, h, start:stop], g_b, scale)
+            gemm(dp, k[b, h, :seen], dq[b, h, start:stop], 0.0)
+            gemm(dp.T, q_b, dk[b, h, :seen], 1.0)
+
+
+def _operands(layouts: tuple) -> list:
+    return [np.ones((1, 1, 1, 2), np.float32) if layout == "C"
+            else np.ones((1, 1, 1, 4), np.float32)[..., :2] for layout in layouts]
+
+
 def _warm(key: tuple) -> None:
     """Compile (or load) ``forward`` on tiny float32 operands of ``key``'s layouts."""
-    operands = [np.ones((1, 1, 1, 2), np.float32) if layout == "C"
-                else np.ones((1, 1, 1, 4), np.float32)[..., :2] for layout in key[1]]
-    forward(*operands, np.float32(1.0), True, 0, 1, BLOCK, np.empty((1, 1, 1, 2), np.float32),
-            workers.NO_GO)
+    forward(*_operands(key[1]), np.float32(1.0), True, 0, 1, BLOCK,
+            np.empty((1, 1, 1, 2), np.float32), workers.NO_GO)
+
+
+def _warm_backward(key: tuple) -> None:
+    """Compile (or load) ``backward`` on tiny float32 operands of ``key``'s layouts."""
+    grads = [np.zeros((1, 1, 1, 2), np.float32) for _ in range(3)]
+    backward(*_operands(key[1]), np.float32(1.0), np.float32(1.0), True, 0, 1, BLOCK, *grads,
+             workers.NO_GO)
 
 
 #: multiply-adds (L * S * E summed over pairs) from which the pairs go to two threads
@@ -176,6 +244,23 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     return out
 
 
+def attend_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
+                    g: np.ndarray, scale: float, causal: bool) -> tuple:
+    """``attend``'s gradients ``(dq, dk, dv)`` from its output ``o`` and the output's
+    gradient ``g`` (operands as ``attend``'s), the pairs split over two threads. Call once
+    ``ready_backward`` says so."""
+    batch, heads, length = q.shape[:3]
+    dq = np.empty(q.shape, np.float32)
+    dk, dv = np.zeros(k.shape, np.float32), np.zeros(v.shape, np.float32)
+    pairs = batch * heads
+    work = 2 * pairs * length * k.shape[2] * (q.shape[3] + v.shape[3]) // (2 if causal else 1)
+    parts = workers.halves(pairs, work, SPLIT_MIN_WORK)
+    s2, s = np.float32(scale * LOG2_E), np.float32(scale)
+    workers.on_halves(parts, lambda part, go: backward(
+        q, k, v, o, g, s2, s, causal, part.start, part.stop, BLOCK, dq, dk, dv, go))
+    return dq, dk, dv
+
+
 def scratch_bytes(e: int, keys: int, block: int = BLOCK) -> int:
     """Bytes ``forward`` allocates per thread (Numba's allocator: ``tracemalloc`` does not
     see them): a block's scores, their row sums, one head's scaled ``k^T``."""
@@ -187,8 +272,11 @@ def layout(x: np.ndarray) -> str:
     return "C" if x.flags.c_contiguous else "A"
 
 
-def ready(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
-    """May ``forward`` run now on these 4-D float32 operands: the private BLAS loaded and the
-    function compiled for their layouts (``compiling.ready``)?"""
-    return available() and compiling.ready(
-        ("attention", (layout(q), layout(k), layout(v))), _warm)
+def ready(*operands: np.ndarray) -> bool:
+    """May ``forward`` (3 operands: q, k, v) or ``backward`` (5: q, k, v, o, g) run now on
+    these 4-D float32 operands: the private BLAS loaded and the function compiled for their
+    layouts (``compiling.ready``)?"""
+    layouts = tuple(layout(x) for x in operands)
+    if len(operands) == 3:
+        return available() and compiling.ready(("attention", layouts), _warm)
+    return available() and compiling.ready(("attention_backward", layouts), _warm_backward)

@@ -27,7 +27,9 @@ def like_only(fn: Callable[[Any, Any, Any], Any]) -> Callable[..., list]:
     return lambda ins, outs, gs, a: [fn(ins[0], gs[0], a), None]
 
 
-def _reduce_to_like(g, like):
+def sum_to_shape_of(g: Any, like: Any) -> np.ndarray:
+    """``g`` summed over the dims ``like`` lacks or has as 1 (the adjoint of broadcasting
+    to ``g``'s shape), with ``like``'s shape."""
     g = np.asarray(g)
     shape = np.shape(like)
     lead = g.ndim - len(shape)
@@ -53,7 +55,7 @@ def _broadcast_infer(types, attrs):
     return TensorType(broadcast_shapes(g.shape, like.shape), g.dtype)
 
 
-define("reduce_to_like", ["g", "like"], _reduce_infer, _reduce_to_like, namespace="base",
+define("reduce_to_like", ["g", "like"], _reduce_infer, sum_to_shape_of, namespace="base",
        method=False, shape_adjoint=True, view=True,
        grad=like_only(lambda x, g, a: op.broadcast_like(g, x)),
        doc="Sum ``g`` over the dims that broadcasting added relative to ``like``'s shape (the "

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OpError
+from ..errors import GradientError, OpError
+from .adjoints import sum_to_shape_of
 from .call import op
 from .families import Attr, broadcast_shapes
 from .registry import TensorType, define
@@ -111,43 +112,54 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
     out = np.empty((*batch, length, v.shape[-1]), dtype)
     kt = np.swapaxes(k, -1, -2)
     with np.errstate(invalid="ignore", divide="ignore"):  # fully masked rows: NaN, as PyTorch
-        for start in range(0, length, QUERY_BLOCK):
-            rows = slice(start, min(start + QUERY_BLOCK, length))
-            # causal: the block's queries see keys before rows.stop only; the rest is skipped
-            seen = slice(0, min(rows.stop, keys) if is_causal and rows.stop > 0 else keys)
-            block_v = v[..., seen, :]
-            # (the scale on the block's queries, not on its scores: E values per query, not S)
-            scores = np.matmul(q[..., rows, :] * s, kt[..., seen])  # (in place below)
-            if is_causal:  # (only the keys from rows.start on can be after a query)
-                first = min(rows.start, seen.stop)
-                np.copyto(scores[..., first:], -np.inf,
-                          where=~_causal(rows, slice(first, seen.stop)))
-            elif mask is not None:
-                m = _block_mask(mask, rows)
-                fits = np.broadcast_shapes(m.shape, scores.shape) == scores.shape
-                if m.dtype == np.bool_:
-                    scores = _masked(scores, ~m, fits)
-                elif fits:
-                    scores += m.astype(dtype, copy=False)
-                else:
-                    scores = scores + m.astype(dtype, copy=False)
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
+        for rows, seen in _blocks(length, keys, is_causal):
+            weights, total = _exp_scores(q, kt, rows, seen, s, is_causal, mask)
             # normalized after the product: a pass over [block, Ev] instead of [block, S]
-            total = scores.sum(axis=-1, keepdims=True)
-            out[..., rows, :] = np.matmul(scores, block_v) / total
+            out[..., rows, :] = np.matmul(weights, v[..., seen, :]) / total
     return out
 
 
-def _kernel_fits(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
-    """May the compiled forward (``kernels/attention.py``) run: float32, no broadcasting
-    between q, k and v, no empty axis, from ``KERNEL_MIN_WORK``, and compiled?"""
+def _blocks(length: int, keys: int, causal: bool):
+    """(queries, keys they read) per block of ``QUERY_BLOCK`` queries: with ``causal`` a
+    block reads only the keys before its last query's (the rest are hidden from it)."""
+    for start in range(0, length, QUERY_BLOCK):
+        rows = slice(start, min(start + QUERY_BLOCK, length))
+        yield rows, slice(0, min(rows.stop, keys) if causal and rows.stop > 0 else keys)
+
+
+def _exp_scores(q: np.ndarray, kt: np.ndarray, rows: slice, seen: slice, s: Any,
+                causal: bool, mask: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(scores - rowmax)`` of a block of queries and its row sums (the softmax is their
+    quotient), the causal mask or ``mask`` applied."""
+    # (the scale on the block's queries, not on its scores: E values per query, not S)
+    scores = np.matmul(q[..., rows, :] * s, kt[..., seen])  # (in place below)
+    if causal:  # (only the keys from rows.start on can be after a query)
+        first = min(rows.start, seen.stop)
+        np.copyto(scores[..., first:], -np.inf, where=~_causal(rows, slice(first, seen.stop)))
+    elif mask is not None:
+        m = _block_mask(mask, rows)
+        fits = np.broadcast_shapes(m.shape, scores.shape) == scores.shape
+        if m.dtype == np.bool_:
+            scores = _masked(scores, ~m, fits)
+        elif fits:
+            scores += m.astype(scores.dtype, copy=False)
+        else:
+            scores = scores + m.astype(scores.dtype, copy=False)
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    return scores, scores.sum(axis=-1, keepdims=True)
+
+
+def _kernel_fits(q: np.ndarray, k: np.ndarray, v: np.ndarray, *grad: np.ndarray) -> bool:
+    """May the compiled forward (``kernels/attention.py``) -- or with ``grad`` (the output
+    and its gradient) the backward -- run: float32, no broadcasting between q, k and v, no
+    empty axis, from ``KERNEL_MIN_WORK``, and compiled?"""
     if not (q.dtype == np.float32 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
             and 0 not in q.shape + k.shape + v.shape
             and math.prod(q.shape[:-1]) * k.shape[-2] * q.shape[-1] >= KERNEL_MIN_WORK):
         return False
     from ..kernels import attention as kernels  # (imports Numba: only when one runs)
-    return kernels.ready(*(_as_pairs(x) for x in (q, k, v)))
+    return kernels.ready(*(_as_pairs(x) for x in (q, k, v, *grad)))
 
 
 def _as_pairs(x: np.ndarray) -> np.ndarray:
@@ -155,8 +167,9 @@ def _as_pairs(x: np.ndarray) -> np.ndarray:
     along features (a view when it can be: heads made by ``permute`` are not copied)."""
     if x.ndim != 4:
         x = x.reshape((1,) * (4 - x.ndim) + x.shape if x.ndim < 4 else (-1, *x.shape[-3:]))
-    if x.strides[-1] != x.itemsize or not x.flags.aligned:
-        x = np.ascontiguousarray(x)
+    rows, features = x.strides[-2:]
+    if features != x.itemsize or rows < x.shape[-1] * x.itemsize or not x.flags.aligned:
+        x = np.ascontiguousarray(x)  # (rows must be GEMM rows: not broadcast, not reversed)
     return x
 
 
@@ -191,9 +204,15 @@ def _probabilities(q: Any, k: Any, mask: Any, a: Any) -> Any:
 
 
 def _grad(ins: list, outs: list, gs: list, a: Any) -> list:
+    """float32 without a mask: one blocked op (``scaled_dot_product_attention_grad``: never
+    an ``L x S`` matrix per head, compiled; not differentiable again, as PyTorch's flash
+    backward). Otherwise (float64, a mask) table ops, which hold ``P`` but differentiate
+    again."""
     q, k, v = ins[:3]
     mask = ins[3] if len(ins) > 3 else None
     g = gs[0]
+    if mask is None and q.dtype == np.float32:
+        return list(op.scaled_dot_product_attention_grad(q, k, v, outs[0], g, **vars(a)))
     p = _probabilities(q, k, mask, a)
     p = op.where(op.isnan(p), 0.0, p)  # (a query that attends to nothing: no gradient)
     s = _default_scale(q.shape[-1], a.scale)
@@ -214,6 +233,60 @@ define("scaled_dot_product_attention", ["q", "k", "v", "mask?"], _infer, _sdpa,
        doc="softmax(q @ k^T * scale + mask) @ v (PyTorch's layout: [..., L, E]); bool mask "
            "True = attend, float mask added; is_causal masks later keys; scale defaults to "
            "1/sqrt(E). Blocks of queries: never an L x S matrix per head going forward.")
+
+
+def _backward_infer(types: list[TensorType], a: Any) -> list[TensorType]:
+    q, k, v, out, g = types
+    expected = _infer([q, k, v], a)
+    for name, t in (("out", out), ("g", g)):
+        if t.dtype != expected.dtype or len(t.shape) != len(expected.shape) or any(
+                x >= 0 and y >= 0 and x != y for x, y in zip(t.shape, expected.shape)):
+            raise OpError(f"scaled_dot_product_attention_grad: {name} must be the forward "
+                          f"output's type {expected}, got {t}")
+    return [q, k, v]
+
+
+def _sdpa_backward(q: Any, k: Any, v: Any, out: Any, g: Any, *, is_causal: bool,
+                   scale: float | None) -> tuple:
+    q, k, v, out, g = (np.asarray(x) for x in (q, k, v, out, g))
+    _backward_infer([TensorType(x.shape, x.dtype) for x in (q, k, v, out, g)],
+                    SimpleNamespace(is_causal=is_causal, scale=scale))
+    s = q.dtype.type(_default_scale(q.shape[-1], scale))
+    if _kernel_fits(q, k, v, out, g):
+        from ..kernels import attention as kernels
+        got = kernels.attend_backward(*(_as_pairs(x) for x in (q, k, v, out, g)), float(s),
+                                      is_causal)
+        return tuple(d.reshape(x.shape) for d, x in zip(got, (q, k, v)))
+    batch = out.shape[:-2]
+    dq = np.empty(batch + q.shape[-2:], q.dtype)
+    dk, dv = np.zeros(batch + k.shape[-2:], q.dtype), np.zeros(batch + v.shape[-2:], q.dtype)
+    kt = np.swapaxes(k, -1, -2)
+    for rows, seen in _blocks(q.shape[-2], k.shape[-2], is_causal):
+        p, total = _exp_scores(q, kt, rows, seen, s, is_causal, None)
+        p /= total
+        g_b = g[..., rows, :]
+        dv[..., seen, :] += np.matmul(np.swapaxes(p, -1, -2), g_b)
+        ds = np.matmul(g_b, np.swapaxes(v[..., seen, :], -1, -2))  # dP, then dS in place
+        ds -= (g_b * out[..., rows, :]).sum(axis=-1, keepdims=True)
+        ds *= p
+        ds *= s
+        dq[..., rows, :] = np.matmul(ds, k[..., seen, :])
+        dk[..., seen, :] += np.matmul(np.swapaxes(ds, -1, -2), q[..., rows, :])
+    return tuple(sum_to_shape_of(d, x) for d, x in ((dq, q), (dk, k), (dv, v)))
+
+
+def _no_second_order(ins: list, outs: list, gs: list, a: Any) -> list:
+    raise GradientError("scaled_dot_product_attention_grad (the blocked gradient of float32 "
+                        "attention without a mask) is not differentiable again: take second "
+                        "derivatives in float64, where the gradient is written with table ops")
+
+
+define("scaled_dot_product_attention_grad", ["q", "k", "v", "out", "g"], _backward_infer,
+       _sdpa_backward, attrs={"is_causal": (Attr.BOOL, False), "scale": (Attr.OPT_FLOAT, None)},
+       namespace="nn", grad=_no_second_order, method=False, multi_output=True,
+       doc="The gradients (dq, dk, dv) of scaled_dot_product_attention without a mask, from "
+           "its inputs, its output and the output's gradient g; blocks of queries, scores "
+           "recomputed: never an L x S matrix per head.")
 
 
 # --- ND4J's feature-major form ------------------------------------------------------------------
