@@ -12,6 +12,9 @@ Rows:
 * **attn-2048**: ``scaled_dot_product_attention`` at seq 2,048 (batch 1, 8 heads, d 64,
   causal), eager; ``--memory`` also prints nd4py's peak allocation against one head's
   ``T x T`` scores.
+* **attn-2048-train**: the same forward and the gradients of q, k, v for a given output
+  gradient: nd4py's ``scaled_dot_product_attention_grad`` (the op its autodiff uses for
+  float32), ``torch.autograd.grad`` (SDPA's flash backward), ``jax.vjp`` jitted, numpy whole.
 
 Goals (issue 25): block-fwd <= 0.8x jax.jit; attn-2048 <= 1.0x PyTorch's SDPA with memory
 O(T d). Run ``python benchmarks/bench_transformer.py [--json] [--quick] [--busy] [--memory]``.
@@ -50,6 +53,7 @@ def block_params() -> dict:
 P = block_params()
 X = RNG.normal(size=(B, S, D)).astype(F32)
 Q_LONG = [RNG.normal(size=(1, LONG_HEADS, LONG, LONG_DIM)).astype(F32) for _ in range(3)]
+G_LONG = RNG.normal(size=(1, LONG_HEADS, LONG, LONG_DIM)).astype(F32)  # the output's gradient
 
 
 def nd_rows() -> dict:
@@ -68,8 +72,14 @@ def nd_rows() -> dict:
         return x + nd.nn.linear(nd.nn.gelu(nd.nn.linear(h, p["w1"], p["b1"])), p["w2"], p["b2"])
     x = nd.create(X)
     q, k, v = (nd.create(a) for a in Q_LONG)
+    g = nd.create(G_LONG)
+
+    def attention_train():
+        out = nd.nn.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return nd.nn.scaled_dot_product_attention_grad(q, k, v, out, g, is_causal=True)
     return {"block-fwd": lambda: block(x),
-            "attn-2048": lambda: nd.nn.scaled_dot_product_attention(q, k, v, is_causal=True)}
+            "attn-2048": lambda: nd.nn.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "attn-2048-train": attention_train}
 
 
 def _np_attention(q, k, v):
@@ -99,7 +109,18 @@ def numpy_rows() -> dict:
         x = x + a @ P["wo"] + P["bo"]
         h = ln(x, P["ln2_g"], P["ln2_b"])
         return x + gelu(h @ P["w1"] + P["b1"]) @ P["w2"] + P["b2"]
-    return {"block-fwd": block, "attn-2048": lambda: _np_attention(*Q_LONG)}
+    def attention_train():
+        q, k, v = Q_LONG
+        scores = q @ np.swapaxes(k, -1, -2) / F32(math.sqrt(q.shape[-1]))
+        scores = np.where(np.tri(LONG, dtype=bool), scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        out = p @ v
+        dp = G_LONG @ np.swapaxes(v, -1, -2)
+        ds = p * (dp - (G_LONG * out).sum(-1, keepdims=True)) / F32(math.sqrt(q.shape[-1]))
+        return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ G_LONG
+    return {"block-fwd": block, "attn-2048": lambda: _np_attention(*Q_LONG),
+            "attn-2048-train": attention_train}
 
 
 def torch_rows() -> dict | None:
@@ -125,7 +146,13 @@ def torch_rows() -> dict | None:
     def attention():
         with torch.no_grad():
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return {"block-fwd": block, "attn-2048": attention}
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    g = torch.from_numpy(G_LONG)
+
+    def attention_train():
+        out = F.scaled_dot_product_attention(*leaves, is_causal=True)
+        return torch.autograd.grad(out, leaves, g)
+    return {"block-fwd": block, "attn-2048": attention, "attn-2048-train": attention_train}
 
 
 def jax_rows() -> dict | None:
@@ -157,8 +184,11 @@ def jax_rows() -> dict | None:
     x = jnp.asarray(X)
     q, k, v = (jnp.asarray(a) for a in Q_LONG)
     attn = jax.jit(attention)
+    g = jnp.asarray(G_LONG)
+    train = jax.jit(lambda q, k, v: jax.vjp(attention, q, k, v)[1](g))
     ready = jax.block_until_ready
-    return {"block-fwd": lambda: ready(block(x)), "attn-2048": lambda: ready(attn(q, k, v))}
+    return {"block-fwd": lambda: ready(block(x)), "attn-2048": lambda: ready(attn(q, k, v)),
+            "attn-2048-train": lambda: ready(train(q, k, v))}
 
 
 def attention_memory() -> dict:
