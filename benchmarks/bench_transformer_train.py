@@ -8,6 +8,13 @@ steps on ``STEPS`` batches: nd4py as one ``fit`` epoch over them (its per-iterat
 slicing included), numpy with the gradient written out here, PyTorch with ``backward()`` and an
 in-place update, JAX with one jitted ``value_and_grad`` + update per step.
 
+Rows: **W9 step** is the workload as ``workloads.py`` writes it for nd4py (layer norm by hand,
+attention from ``matmul``/``softmax``; not causal); **W9-nn step** is the same block causal
+and written with the ops a user would reach for — ``layer_norm``, ``linear`` and
+``scaled_dot_product_attention(is_causal=True)`` (whose float32 gradient is the blocked
+``scaled_dot_product_attention_grad``) — as W6's forward (``bench_transformer.py``) is; the
+other contestants run the same causal block.
+
 Goals (issue 25): <= 0.8x PyTorch eager, <= 1.0x jax.jit. Run
 ``python benchmarks/bench_transformer_train.py [--json] [--quick] [--busy]``.
 """
@@ -29,8 +36,37 @@ GELU_C = F32(math.sqrt(2.0 / math.pi))
 
 
 def nd_rows() -> dict:
-    sd = w9_samediff(PARAMS)
-    return {"W9 step": lambda: sd.fit((XS, YS), epochs=1, batch_size=W9_BATCH, verbose=0)}
+    rows = {}
+    for row, sd in (("W9 step", w9_samediff(PARAMS)), ("W9-nn step", _nn_samediff())):
+        rows[row] = (lambda sd: lambda: sd.fit((XS, YS), epochs=1, batch_size=W9_BATCH,
+                                               verbose=0))(sd)
+    return rows
+
+
+def _nn_samediff():
+    """W9's block, causal, with ``layer_norm``, ``linear`` and the attention op."""
+    from samediff import SameDiff
+    from samediff.training import TrainingConfig
+    from samediff.training.updaters import Sgd
+    d = XS.shape[-1]
+    sd = SameDiff.create()
+    x = sd.placeholder("x", "float", -1, W9_SEQ, d)
+    y = sd.placeholder("y", "float", -1, W9_SEQ, d)
+    v = {name: sd.var(name, value.copy()) for name, value in PARAMS.items()}
+
+    def heads(t):
+        return t.reshape(-1, W9_SEQ, W9_HEADS, d // W9_HEADS).permute(0, 2, 1, 3)
+    h = sd.nn.layer_norm(x, v["b0_ln1_g"], v["b0_ln1_b"])
+    q, k, val = (heads(sd.nn.linear(h, v["b0_" + w])) for w in ("wq", "wk", "wv"))
+    att = sd.nn.scaled_dot_product_attention(q, k, val, is_causal=True)
+    x1 = x + sd.nn.linear(att.permute(0, 2, 1, 3).reshape(-1, W9_SEQ, d), v["b0_wo"])
+    h = sd.nn.gelu(sd.nn.linear(sd.nn.layer_norm(x1, v["b0_ln2_g"], v["b0_ln2_b"]),
+                                v["b0_w1"], v["b0_c1"]))
+    diff = x1 + sd.nn.linear(h, v["b0_w2"], v["b0_c2"]) - y
+    (diff * diff).mean().mark_as_loss()
+    sd.set_training_config(TrainingConfig(updater=Sgd(W9_LR), feature_mapping=["x"],
+                                          label_mapping=["y"]))
+    return sd
 
 
 # -- numpy, forward and backward written out --------------------------------------------------
@@ -49,7 +85,7 @@ def _ln_back(dy, g, saved):
     return dx, (dy * n).sum(0), dy.sum(0)
 
 
-def _numpy_step(p: dict, x: np.ndarray, y: np.ndarray) -> float:
+def _numpy_step(p: dict, x: np.ndarray, y: np.ndarray, causal: bool = False) -> float:
     d = x.shape[-1]
     dh, scale = d // W9_HEADS, F32(1.0 / math.sqrt(d // W9_HEADS))
 
@@ -62,6 +98,8 @@ def _numpy_step(p: dict, x: np.ndarray, y: np.ndarray) -> float:
     h, ln1 = _ln(x0, p["b0_ln1_g"], p["b0_ln1_b"])
     q, k, v = (split(h @ p["b0_" + w]) for w in ("wq", "wk", "wv"))
     s = q @ k.swapaxes(-1, -2) * scale
+    if causal:
+        s = np.where(np.tri(W9_SEQ, dtype=bool), s, -np.inf)
     att = np.exp(s - s.max(-1, keepdims=True))
     att /= att.sum(-1, keepdims=True)
     ctx = merge(att @ v)
@@ -98,13 +136,15 @@ def _numpy_step(p: dict, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def numpy_rows() -> dict:
-    p = {k: v.copy() for k, v in PARAMS.items()}
+    def run(causal: bool):
+        p = {k: v.copy() for k, v in PARAMS.items()}
 
-    def steps():
-        for i in range(STEPS):
-            rows = slice(i * W9_BATCH, (i + 1) * W9_BATCH)
-            _numpy_step(p, XS[rows], YS[rows])
-    return {"W9 step": steps}
+        def steps():
+            for i in range(STEPS):
+                rows = slice(i * W9_BATCH, (i + 1) * W9_BATCH)
+                _numpy_step(p, XS[rows], YS[rows], causal)
+        return steps
+    return {"W9 step": run(False), "W9-nn step": run(True)}
 
 
 def torch_rows() -> dict | None:
@@ -113,33 +153,36 @@ def torch_rows() -> dict | None:
         import torch.nn.functional as F
     except ImportError:
         return None
-    p = {k: torch.tensor(v, requires_grad=True) for k, v in PARAMS.items()}
     xs, ys = torch.from_numpy(XS), torch.from_numpy(YS)
     d = XS.shape[-1]
 
-    def ln(x, n):
-        return F.layer_norm(x, (d,), p[n + "_g"], p[n + "_b"], eps=EPS)
+    def run(causal: bool):
+        p = {k: torch.tensor(v, requires_grad=True) for k, v in PARAMS.items()}
 
-    def loss(x, y):
-        x0 = x.reshape(-1, d)
-        h = ln(x0, "b0_ln1")
-        q, k, v = ((h @ p["b0_" + w]).view(-1, W9_SEQ, W9_HEADS, d // W9_HEADS).transpose(1, 2)
-                   for w in ("wq", "wk", "wv"))
-        ctx = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(-1, d)
-        x1 = x0 + ctx @ p["b0_wo"]
-        a = F.gelu(ln(x1, "b0_ln2") @ p["b0_w1"] + p["b0_c1"], approximate="tanh")
-        diff = x1 + a @ p["b0_w2"] + p["b0_c2"] - y.reshape(-1, d)
-        return (diff * diff).mean()
+        def ln(x, n):
+            return F.layer_norm(x, (d,), p[n + "_g"], p[n + "_b"], eps=EPS)
 
-    def steps():
-        for i in range(STEPS):
-            rows = slice(i * W9_BATCH, (i + 1) * W9_BATCH)
-            loss(xs[rows], ys[rows]).backward()
-            with torch.no_grad():
-                for w in p.values():
-                    w -= W9_LR * w.grad
-                    w.grad = None
-    return {"W9 step": steps}
+        def loss(x, y):
+            x0 = x.reshape(-1, d)
+            h = ln(x0, "b0_ln1")
+            q, k, v = ((h @ p["b0_" + w]).view(-1, W9_SEQ, W9_HEADS, d // W9_HEADS)
+                       .transpose(1, 2) for w in ("wq", "wk", "wv"))
+            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            x1 = x0 + ctx.transpose(1, 2).reshape(-1, d) @ p["b0_wo"]
+            a = F.gelu(ln(x1, "b0_ln2") @ p["b0_w1"] + p["b0_c1"], approximate="tanh")
+            diff = x1 + a @ p["b0_w2"] + p["b0_c2"] - y.reshape(-1, d)
+            return (diff * diff).mean()
+
+        def steps():
+            for i in range(STEPS):
+                rows = slice(i * W9_BATCH, (i + 1) * W9_BATCH)
+                loss(xs[rows], ys[rows]).backward()
+                with torch.no_grad():
+                    for w in p.values():
+                        w -= W9_LR * w.grad
+                        w.grad = None
+        return steps
+    return {"W9 step": run(False), "W9-nn step": run(True)}
 
 
 def jax_rows() -> dict | None:
@@ -155,34 +198,40 @@ def jax_rows() -> dict | None:
         c = x - x.mean(-1, keepdims=True)
         return c * jax.lax.rsqrt((c * c).mean(-1, keepdims=True) + EPS) * g + b
 
-    def loss(p, x, y):
+    def loss(p, x, y, causal=False):
         x0 = x.reshape(-1, d)
         h = ln(x0, p["b0_ln1_g"], p["b0_ln1_b"])
 
         def split(t):
             return t.reshape(-1, W9_SEQ, W9_HEADS, dh).transpose(0, 2, 1, 3)
         q, k, v = (split(h @ p["b0_" + w]) for w in ("wq", "wk", "wv"))
-        att = jax.nn.softmax(q @ k.swapaxes(-1, -2) * (1.0 / math.sqrt(dh)), axis=-1)
+        s = q @ k.swapaxes(-1, -2) * (1.0 / math.sqrt(dh))
+        if causal:
+            s = jnp.where(jnp.tri(W9_SEQ, dtype=bool), s, -jnp.inf)
+        att = jax.nn.softmax(s, axis=-1)
         x1 = x0 + (att @ v).transpose(0, 2, 1, 3).reshape(-1, d) @ p["b0_wo"]
         h = ln(x1, p["b0_ln2_g"], p["b0_ln2_b"])
         out = x1 + jax.nn.gelu(h @ p["b0_w1"] + p["b0_c1"]) @ p["b0_w2"] + p["b0_c2"]
         diff = out - y.reshape(-1, d)
         return (diff * diff).mean()
 
-    @jax.jit
-    def step(p, x, y):
-        value, grads = jax.value_and_grad(loss)(p, x, y)
-        return jax.tree_util.tree_map(lambda w, g: w - W9_LR * g, p, grads), value
-    state = {"p": {k: jnp.asarray(v) for k, v in PARAMS.items()}}
     batches = [(jnp.asarray(XS[i * W9_BATCH:(i + 1) * W9_BATCH]),
                 jnp.asarray(YS[i * W9_BATCH:(i + 1) * W9_BATCH])) for i in range(STEPS)]
 
-    def steps():
-        p = state["p"]
-        for x, y in batches:
-            p, value = step(p, x, y)
-        state["p"] = jax.block_until_ready(p)
-    return {"W9 step": steps}
+    def run(causal: bool):
+        @jax.jit
+        def step(p, x, y):
+            value, grads = jax.value_and_grad(loss)(p, x, y, causal)
+            return jax.tree_util.tree_map(lambda w, g: w - W9_LR * g, p, grads), value
+        state = {"p": {k: jnp.asarray(v) for k, v in PARAMS.items()}}
+
+        def steps():
+            p = state["p"]
+            for x, y in batches:
+                p, value = step(p, x, y)
+            state["p"] = jax.block_until_ready(p)
+        return steps
+    return {"W9 step": run(False), "W9-nn step": run(True)}
 
 
 def main() -> None:

@@ -377,3 +377,22 @@ def test_second_derivative(fn):
     sd.set_loss_variables((g * sd.constant("W2", RNG.standard_normal((2, 3)))).sum(name="gl"))
     result = check_gradients(sd)
     assert result.passed, str(result)
+
+
+@pytest.mark.parametrize("ty", [False, True], ids=["w", "w^T"])
+def test_a_stack_times_a_matrix_differentiates_the_matrix_in_one_product(ty):
+    """``x [2, 3, 4] @ w`` (a dense layer over a sequence): the weight's gradient is one GEMM
+    over the 6 rows, ``x2^T g2`` -- no per-batch products summed by ``reduce_to_like`` --
+    and equals the sum over the batch written out here."""
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(2, 3, 4)), rng.normal(size=(5, 4) if ty else (4, 5))
+    sd = SameDiff.create()
+    xv, wv = sd.var("x", x), sd.var("w", w)
+    out = xv.matmul(wv, transpose_y=ty) if ty else sd.nn.linear(xv, wv)
+    (out * sd.constant("g", np.arange(30.0).reshape(2, 3, 5))).sum().mark_as_loss()
+    grads = sd.calculate_gradients({}, "x", "w")
+    g = np.arange(30.0).reshape(2, 3, 5)
+    want = sum(x[b].T @ g[b] for b in range(2))
+    np.testing.assert_allclose(grads["w"].numpy(), want.T if ty else want, rtol=1e-12)
+    np.testing.assert_allclose(grads["x"].numpy(), g @ (w if ty else w.T), rtol=1e-12)
+    assert "reduce_to_like" not in {n.op.name for n in sd.graph.nodes}
