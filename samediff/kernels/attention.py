@@ -122,6 +122,18 @@ def _divide_rows(out, sums):
 
 
 @numba.njit(cache=True, nogil=True)
+def _exp_scores(q_b, kt, start, seen, causal, scratch, sums):
+    """The block of queries ``q_b`` (the first is query ``start``) against the first ``seen``
+    keys of ``kt`` (``k^T`` times the base-2 scale): ``2**(score - row max)``, hidden keys 0,
+    as a C-contiguous ``[rows, seen]`` view of ``scratch`` (the row loops vectorize only over
+    those), the row sums in ``sums``."""
+    part = scratch[:q_b.shape[0] * seen].reshape((q_b.shape[0], seen))
+    gemm(q_b, kt[:, :seen], part, 0.0)
+    _softmax_rows(part, start, causal, sums)
+    return part
+
+
+@numba.njit(cache=True, nogil=True)
 def forward(q, k, v, scale, causal, lo, hi, block, out, go):
     """``out[b, h] = softmax(q[b, h] k[b, h]^T s (causal)) v[b, h]`` for the flattened pairs
     ``lo <= b * heads + h < hi``, where ``scale = s * log2(e)``: the scores are in base 2, so
@@ -129,8 +141,7 @@ def forward(q, k, v, scale, causal, lo, hi, block, out, go):
     ``go``: ``workers.both``'s token, announced at once."""
     spin.announce(go)
     heads, length, keys = q.shape[1], q.shape[2], k.shape[2]
-    scores = np.empty(block * keys, np.float32)  # (each block's [rows, seen] C-contiguous:
-    #                                            the row loops vectorize only over those)
+    scores = np.empty(block * keys, np.float32)
     sums = np.empty(block, np.float32)
     kt = np.empty((q.shape[3], keys), np.float32)
     for pair in range(lo, hi):
@@ -138,11 +149,8 @@ def forward(q, k, v, scale, causal, lo, hi, block, out, go):
         _transpose_scaled(k[b, h], scale, kt)
         for start in range(0, length, block):
             stop = min(start + block, length)
-            rows = stop - start
             seen = min(stop, keys) if causal else keys
-            part = scores[:rows * seen].reshape((rows, seen))
-            gemm(q[b, h, start:stop], kt[:, :seen], part, 0.0)
-            _softmax_rows(part, start, causal, sums)
+            part = _exp_scores(q[b, h, start:stop], kt, start, seen, causal, scores, sums)
             dst = out[b, h, start:stop]
             gemm(part, v[b, h, :seen], dst, 0.0)
             _divide_rows(dst, sums)
@@ -191,14 +199,11 @@ def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go
         _transpose_scaled(k[b, h], scale2, kt)
         for start in range(0, length, block):
             stop = min(start + block, length)
-            rows = stop - start
             seen = min(stop, keys) if causal else keys
-            p = probs[:rows * seen].reshape((rows, seen))
-            dp = grads[:rows * seen].reshape((rows, seen))
             q_b, g_b = q[b, h, start:stop], g[b, h, start:stop]
-            gemm(q_b, kt[:, :seen], p, 0.0)
-            _softmax_rows(p, start, causal, sums)
+            p = _exp_scores(q_b, kt, start, seen, causal, probs, sums)
             _normalize_rows(p, sums)
+            dp = grads[:p.size].reshape(p.shape)
             gemm(p.T, g_b, dv[b, h, :seen], 1.0)
             gemm(g_b, v[b, h, :seen].T, dp, 0.0)
             _score_gradient(p, dp, o[b, h, start:stop], g_b, scale)
