@@ -328,3 +328,24 @@ def test_driver_runs_reshape_like_view_ops_as_reshape_and_keeps_other_views_as_c
     transposes = [k for k, s in enumerate(plan.steps)
                   if not isinstance(s, cplan.KernelStep) and s.op.name in ("transpose", "permute")]
     assert transposes and all(f"reshape(O{k})" not in source for k in transposes), source
+
+
+def test_the_warm_up_compiles_the_variant_the_size_will_run(monkeypatch):
+    """A group of at least ``PARALLEL_THRESHOLD`` elements warms (compiles or loads) its
+    parallel kernel only, a small one its serial kernel only: a warm process loads one
+    variant per kernel, not both. (The threshold is lowered: the variants are the same code.)"""
+    from samediff.kernels import forksafe
+    if not forksafe.parallel_ok():
+        pytest.skip("a forked child runs every group serially")
+    monkeypatch.setattr(cplan, "PARALLEL_THRESHOLD", 64)
+    for shape, fn, warmed, cold in (((16, 8), nd.math.tanh, "kernel_par", "kernel_ser"),
+                                    ((4, 3), nd.math.sinh, "kernel_ser", "kernel_par")):
+        step = cplan.KernelStep.__new__(cplan.KernelStep)
+        step.shape = shape
+        assert step._warm_variant() == warmed[7:]
+        x = arr(*shape)  # (a kernel of its own per case: a module is shared by its source)
+        got, want, plan = both(lambda x: fn(x * 0.25 + 1.5) * 3.0, x)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+        (kernel,) = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+        assert getattr(kernel.kernels, warmed).signatures
+        assert not getattr(kernel.kernels, cold).signatures, plan.explain()

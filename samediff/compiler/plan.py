@@ -306,12 +306,13 @@ class KernelStep:
         return values
 
     def compile(self, types: Sequence[TensorType]) -> None:
-        """Generate, load and compile (serial variant, on tiny inputs) — errors fall back."""
+        """Generate, load and compile (the variant ``_warm_variant`` names, on tiny inputs) —
+        errors fall back."""
         try:
             self.kernels = load(self.source())
             values = self.warmup_values(types)
             values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
-            if not self._call(values, force_serial=True):
+            if not self._call(values, variant=self._warm_variant()):
                 raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
         except Exception as exc:  # noqa: BLE001 - Numba raises many error types
             self.kernels = None
@@ -368,7 +369,19 @@ class KernelStep:
                       for t, sh in zip(targets, shapes)),
                 shape, parallel, flat_view, None, ())
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
+    def _warm_variant(self) -> str:
+        """The variant the warm-up call compiles (or loads): the one the group's static size
+        will run (``PARALLEL_THRESHOLD``), so a warm process loads one variant per kernel, not
+        two (a load is ~10 ms: W9's first step loaded 41)."""
+        size = math.prod(self.shape) if all(d >= 0 for d in self.shape) else 0
+        return "par" if size >= PARALLEL_THRESHOLD and forksafe.parallel_ok() else "ser"
+
+    @staticmethod
+    def _parallel(by_size: bool, variant: str | None) -> bool:
+        """Run the parallel variant: as the size says, or as ``variant`` forces."""
+        return (by_size if variant is None else variant == "par") and forksafe.parallel_ok()
+
+    def _call(self, values: dict, variant: str | None = None) -> bool:
         arrays = _arrays(values, self.arrays)
         shapes = tuple([a.shape for a in arrays])
         prep = self._preps.get(shapes)  # hot path: a plan is called with the same shapes
@@ -383,7 +396,7 @@ class KernelStep:
                                       np.zeros(shape[self.sum_leads[s]:], d)
                                       for s, d in zip(self.outputs, self.out_dtypes)])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
-        par = parallel and not force_serial and forksafe.parallel_ok()
+        par = self._parallel(parallel, variant)
         into = self.spec.inplace
         if into and all(outs[j] is arrays[k] for j, k in into):  # every donated buffer taken
             skip = {j for j, _ in into}
@@ -477,14 +490,14 @@ class RowStep(KernelStep):
         return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
                 shape, parallel, None if view == shape else view, None, ())
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
+    def _call(self, values: dict, variant: str | None = None) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
         shape, views, rows, parallel = prep
         outs = [np.empty(shape, d) for d in self.out_dtypes]
-        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
+        fn = (self.kernels.kernel_par if self._parallel(parallel, variant)
               else self.kernels.kernel_ser)
         fn(*[a.reshape(v) for a, v in zip(arrays, views)],
            *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
@@ -556,14 +569,14 @@ class ReduceStep(KernelStep):
                 (rows,), parallel, None, None if tuple(out_shape) == (rows,) else out_shape,
                 (cols,))
 
-    def _call(self, values: dict, force_serial: bool = False) -> bool:
+    def _call(self, values: dict, variant: str | None = None) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
         rows, cols, views, out_shape, parallel = prep
         out = np.empty(rows, self.out_dtypes[0])
-        fn = (self.kernels.kernel_par if parallel and not force_serial and forksafe.parallel_ok()
+        fn = (self.kernels.kernel_par if self._parallel(parallel, variant)
               else self.kernels.kernel_ser)
         fn(*[a.reshape(v) for a, v in zip(arrays, views)], *[values[s] for s in self.scalars],
            out, cols)
