@@ -181,3 +181,28 @@ def test_backward_never_holds_a_full_score_matrix():
         tracemalloc.stop()
     assert [d.shape for d in grads] == [(2, 1024, 16)] * 3
     assert peak < 7 << 20, f"peak {peak / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.parametrize("op, shapes", [
+    ("dot_product_attention", [(2, 16, 150), (2, 16, 150), (2, 8, 150)]),
+    ("multi_head_dot_product_attention",
+     [(2, 12, 140), (2, 12, 140), (2, 12, 140), (4, 16, 12), (4, 16, 12), (4, 8, 12), (32, 6)]),
+])
+def test_nd4j_attention_forms_differentiate_through_the_blocked_op_in_float32(op, shapes):
+    """ND4J's feature-major forms hand their output to the blocked gradient (float32, no
+    mask): their float32 gradients equal their float64 ones (the table ops') to float32."""
+    from samediff import SameDiff
+    values = [RNG.normal(size=s) * 0.5 for s in shapes]
+    grads = {}
+    for dtype in (np.float32, np.float64):
+        sd = SameDiff.create()
+        xs = [sd.var(f"x{i}", v.astype(dtype)) for i, v in enumerate(values)]
+        out = getattr(sd.nn, op)(*xs)
+        (out * out).sum().mark_as_loss()
+        names = [f"x{i}" for i in range(len(values))]
+        got = sd.calculate_gradients({}, *names)
+        grads[dtype] = [got[n].numpy() for n in names]
+        used = {n.op.name for n in sd.graph.nodes}
+        assert ("scaled_dot_product_attention_grad" in used) == (dtype == np.float32)
+    for g32, g64 in zip(grads[np.float32], grads[np.float64]):
+        np.testing.assert_allclose(g32, g64, rtol=2e-3, atol=2e-3 * np.abs(g64).max())

@@ -340,7 +340,8 @@ def _dpa_grad(ins: list, outs: list, gs: list, a: Any) -> list:
         for _ in range(rank - 2):
             m = op.expand_dims(m, axis=1)
         inner.append(m)
-    grads = _grad(inner, [], [op.permute(gs[0], dims=swap)], _dpa_attrs(a.scaled))
+    out = [op.permute(outs[0], dims=swap)]  # (the forward's output: the blocked gradient's)
+    grads = _grad(inner, out, [op.permute(gs[0], dims=swap)], _dpa_attrs(a.scaled))
     return [op.permute(g, dims=swap) for g in grads[:3]] + [None] * (len(ins) - 3)
 
 
@@ -409,7 +410,7 @@ def _mha_grad(ins: list, outs: list, gs: list, a: Any) -> list:
     d_wo = op.reshape(op.sum(op.matmul(att, g4, transpose_y=True), dims=(0,)),
                       shape=tuple(wo.shape))
     d_att = op.matmul(op.expand_dims(wo4, axis=0), g4)  # [b, heads, pv, Tq]
-    d_proj = _dpa_grad([*proj, *mask], [], [d_att], a)[:3]
+    d_proj = _dpa_grad([*proj, *mask], [att], [d_att], a)[:3]
     grads_x, grads_w = [], []
     for w, x, dp in zip((wq, wk, wv), (q, k, v), d_proj):
         grads_w.append(op.sum(op.matmul(dp, op.expand_dims(x, axis=1), transpose_y=True),
