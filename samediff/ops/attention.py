@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GradientError, OpError
+from ..kernels import forksafe
 from .adjoints import sum_to_shape_of
 from .call import op
 from .families import Attr, broadcast_shapes
@@ -96,6 +97,7 @@ def _block_mask(mask: Any, rows: slice) -> Any:
     return mask
 
 
+@forksafe.guarded  # BLAS GEMMs and the helper thread: a fork waits for them
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, *, is_causal: bool,
           scale: float | None) -> np.ndarray:
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
@@ -246,6 +248,7 @@ def _backward_infer(types: list[TensorType], a: Any) -> list[TensorType]:
     return [q, k, v]
 
 
+@forksafe.guarded
 def _sdpa_backward(q: Any, k: Any, v: Any, out: Any, g: Any, *, is_causal: bool,
                    scale: float | None) -> tuple:
     q, k, v, out, g = (np.asarray(x) for x in (q, k, v, out, g))

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import GradientError, OpError
+from ..kernels import forksafe
 from .call import op
 from .cnn_attrs import choice
 from .families import Attr
@@ -438,6 +439,7 @@ def _prepare(kind: str, arrays: tuple, a: Any) -> tuple:
     return n, xt, lengths
 
 
+@forksafe.guarded  # BLAS GEMMs and the compiled loops: a fork waits for them
 def _forward(kind: str, arrays: tuple, a: Any) -> tuple:
     """The op: the layer's outputs."""
     return _run_layer(kind, _prepare(kind, arrays, a), a, None)
@@ -497,6 +499,7 @@ def _tapes_from(kind: str, prepared: tuple, a: Any, workspace: np.ndarray | None
     return tapes
 
 
+@forksafe.guarded
 def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
               workspace: np.ndarray | None = None) -> tuple:
     prepared = _prepare(kind, arrays, a)
