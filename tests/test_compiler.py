@@ -277,6 +277,16 @@ def test_a_kernel_whose_every_output_is_a_sum(shape, bshape):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
+def test_a_sums_only_kernel_whose_loop_no_operand_spans_is_refused_by_name():
+    """Every input broadcast along a loop that every output sums: no operand knows the
+    loop's extent, so rendering refuses (``compile`` then leaves the group interpreted)."""
+    from samediff.compiler import codegen
+    spec = codegen.KernelSpec(rank=1, flat=False, arrays=((np.dtype(np.float32), (True,)),),
+                              scalars=0, nodes=(), outputs=(), sums=(("a0", 1),))
+    with pytest.raises(ValueError, match="no operand of the kernel spans its loop 0"):
+        codegen.render(spec)
+
+
 def test_generated_driver_equals_the_step_loop_and_frees_after_last_reader():
     """The plan's one generated function (``driver.py``) gives the step-by-step loop's results
     bit for bit, on its first call (launch records not cached yet: general path) and after."""

@@ -170,8 +170,8 @@ def _bound(spec: KernelSpec, d: int) -> str:
     for k, (_, lead) in enumerate(spec.sums):
         if d >= lead:
             return f"o{k}.shape[{d - lead}]"
-    raise NotImplementedError(f"no operand of the kernel spans its loop {d} (every input is "
-                              f"broadcast there and every output sums it)")
+    raise ValueError(f"no operand of the kernel spans its loop {d} (every input is broadcast "
+                     f"there and every output sums it): the group runs in the interpreter")
 
 
 def cache_dir() -> Path:
