@@ -21,14 +21,13 @@ process spins on one core meanwhile; ``--memory``: the peak memory of a 200-step
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
 import nd4py as nd
 
-from timing import compare  # benchmarks/timing.py (the script's directory)
+from timing import compare, comparison_parser  # benchmarks/timing.py (the script's directory)
 
 N, STEPS, RNN_STEPS, GRAD_STEPS = 64, 1000, 200, 200
 BURST = 5  # calls per sample
@@ -206,10 +205,7 @@ def memory_rows(steps: int = 200, n: int = 1 << 18) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    parser = comparison_parser(__doc__)
     parser.add_argument("--memory", action="store_true",
                         help="only the peak memory of the two while_loop gradients")
     args = parser.parse_args()

@@ -18,10 +18,9 @@ PyTorch. Run ``python benchmarks/bench_sequence.py [--json] [--quick] [--busy]``
 """
 from __future__ import annotations
 
-import argparse
 
 import numpy as np
-from timing import compare  # benchmarks/timing.py (the script's directory)
+from timing import compare, comparison_parser  # benchmarks/timing.py (the script's directory)
 
 import nd4py as nd
 from samediff import SameDiff
@@ -189,10 +188,7 @@ def jax_rows() -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    parser = comparison_parser(__doc__)
     args = parser.parse_args()
     compare({"nd4py": nd_rows, "numpy": numpy_rows, "torch": torch_rows, "jax.jit": jax_rows},
             args, 11, BURST)

@@ -21,13 +21,12 @@ O(T d). Run ``python benchmarks/bench_transformer.py [--json] [--quick] [--busy]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import tracemalloc
 
 import numpy as np
-from timing import compare  # benchmarks/timing.py (the script's directory)
+from timing import compare, comparison_parser  # benchmarks/timing.py (the script's directory)
 
 import nd4py as nd
 
@@ -82,12 +81,17 @@ def nd_rows() -> dict:
             "attn-2048-train": attention_train}
 
 
-def _np_attention(q, k, v):
+def _np_probabilities(q, k):
+    """The causal softmax of ``q k^T / sqrt(E)``, whole."""
     scores = q @ np.swapaxes(k, -1, -2) / F32(math.sqrt(q.shape[-1]))
-    length = q.shape[-2]
-    scores = np.where(np.tri(length, dtype=bool), scores, -np.inf)
-    scores = np.exp(scores - scores.max(-1, keepdims=True))
-    return (scores / scores.sum(-1, keepdims=True)) @ v
+    scores = np.where(np.tri(q.shape[-2], dtype=bool), scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return p
+
+
+def _np_attention(q, k, v):
+    return _np_probabilities(q, k) @ v
 
 
 def numpy_rows() -> dict:
@@ -111,10 +115,7 @@ def numpy_rows() -> dict:
         return x + gelu(h @ P["w1"] + P["b1"]) @ P["w2"] + P["b2"]
     def attention_train():
         q, k, v = Q_LONG
-        scores = q @ np.swapaxes(k, -1, -2) / F32(math.sqrt(q.shape[-1]))
-        scores = np.where(np.tri(LONG, dtype=bool), scores, -np.inf)
-        p = np.exp(scores - scores.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
+        p = _np_probabilities(q, k)
         out = p @ v
         dp = G_LONG @ np.swapaxes(v, -1, -2)
         ds = p * (dp - (G_LONG * out).sum(-1, keepdims=True)) / F32(math.sqrt(q.shape[-1]))
@@ -211,10 +212,7 @@ def attention_memory() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    parser = comparison_parser(__doc__)
     parser.add_argument("--memory", action="store_true", help="only the attention's memory")
     args = parser.parse_args()
     if args.memory:

@@ -20,11 +20,10 @@ Goals (issue 25): <= 0.8x PyTorch eager, <= 1.0x jax.jit. Run
 """
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
-from timing import compare  # benchmarks/timing.py (the script's directory)
+from timing import compare, comparison_parser  # benchmarks/timing.py (the script's directory)
 from workloads import EPS, W9_BATCH, W9_HEADS, W9_LR, W9_SEQ, w9_data, w9_params, w9_samediff
 
 STEPS = 4
@@ -235,10 +234,7 @@ def jax_rows() -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    parser = comparison_parser(__doc__)
     args = parser.parse_args()
     compare({"nd4py": nd_rows, "numpy": numpy_rows, "torch": torch_rows, "jax.jit": jax_rows},
             args, 11, BURST)

@@ -86,6 +86,17 @@ def print_ratios(result: dict, names: list[str], busy: bool = False, width: int 
               + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
 
 
+def comparison_parser(doc: str):
+    """The usual options of a ``compare`` script: ``--json``, ``--quick``, ``--busy`` (add
+    a script's own, then ``parse_args()``)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    return parser
+
+
 def compare(makers: dict, args, rounds: int, burst: int = 5) -> dict:
     """The usual comparison run: ``makers`` maps a contestant's name to a function building
     its ``{row: fn}`` (None: not installed, skipped); ``args`` has ``json``, ``quick``

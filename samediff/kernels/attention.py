@@ -115,6 +115,8 @@ def _transpose_scaled(src, scale, dst):
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
 def _divide_rows(out, sums):
+    """Row ``r`` of ``out`` divided by ``sums[r]`` in place (the output's rows, or the
+    probabilities')."""
     for r in range(out.shape[0]):
         inv = _ONE / sums[r]
         for e in range(out.shape[1]):
@@ -157,14 +159,6 @@ def forward(q, k, v, scale, causal, lo, hi, block, out, go):
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-def _normalize_rows(p, sums):
-    for r in range(p.shape[0]):
-        inv = _ONE / sums[r]
-        for j in range(p.shape[1]):
-            p[r, j] *= inv
-
-
-@numba.njit(cache=True, nogil=True, fastmath=_FAST)
 def _score_gradient(p, dp, o, g, scale):
     """``dp = p * (dp - rowsum(g * o)) * scale`` in place: the scores' gradient from the
     probabilities' (``rowsum(g * o)`` is ``rowsum(p * dp)``: the output's rows, E values each
@@ -202,7 +196,7 @@ def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go
             seen = min(stop, keys) if causal else keys
             q_b, g_b = q[b, h, start:stop], g[b, h, start:stop]
             p = _exp_scores(q_b, kt, start, seen, causal, probs, sums)
-            _normalize_rows(p, sums)
+            _divide_rows(p, sums)
             dp = grads[:p.size].reshape(p.shape)
             gemm(p.T, g_b, dv[b, h, :seen], 1.0)
             gemm(g_b, v[b, h, :seen].T, dp, 0.0)
