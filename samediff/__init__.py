@@ -10,7 +10,7 @@ This is the bottom layer of nd4py; ``tracing`` builds on it and ``nd4py`` is the
 """
 from .kernels import process as _process
 
-# before any kernel can load: libgomp reads the OpenMP wait policy once (see the module)
+# before the first array is allocated: the malloc thresholds (see the module)
 _process.apply()
 
 from . import ops  # noqa: E402

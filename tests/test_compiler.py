@@ -152,7 +152,7 @@ _SCRIPT = textwrap.dedent("""
         return nd.nn.gelu(x * 1.5 - 0.25)
     y = f(nd.create(np.linspace(-3, 3, 50, dtype=np.float32)))
     mod = next(iter(codegen._loaded.values()))
-    print(sum(mod.kernel_ser.stats.cache_hits.values()), float(y.numpy().sum()))
+    print(sum(mod.kernel.stats.cache_hits.values()), float(y.numpy().sum()))
 """)
 
 
@@ -340,22 +340,41 @@ def test_driver_runs_reshape_like_view_ops_as_reshape_and_keeps_other_views_as_c
     assert transposes and all(f"reshape(O{k})" not in source for k in transposes), source
 
 
-def test_the_warm_up_compiles_the_variant_the_size_will_run(monkeypatch):
-    """A group of at least ``PARALLEL_THRESHOLD`` elements warms (compiles or loads) its
-    parallel kernel only, a small one its serial kernel only: a warm process loads one
-    variant per kernel, not both. (The threshold is lowered: the variants are the same code.)"""
-    from samediff.kernels import forksafe
-    if not forksafe.parallel_ok():
-        pytest.skip("a forked child runs every group serially")
-    monkeypatch.setattr(cplan, "PARALLEL_THRESHOLD", 64)
-    for shape, fn, warmed, cold in (((16, 8), nd.math.tanh, "kernel_par", "kernel_ser"),
-                                    ((4, 3), nd.math.sinh, "kernel_ser", "kernel_par")):
-        step = cplan.KernelStep.__new__(cplan.KernelStep)
-        step.shape = shape
-        assert step._warm_variant() == warmed[7:]
-        x = arr(*shape)  # (a kernel of its own per case: a module is shared by its source)
-        got, want, plan = both(lambda x: fn(x * 0.25 + 1.5) * 3.0, x)
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
-        (kernel,) = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
-        assert getattr(kernel.kernels, warmed).signatures
-        assert not getattr(kernel.kernels, cold).signatures, plan.explain()
+def test_a_large_group_runs_its_kernel_on_two_halves_bit_for_bit(monkeypatch):
+    """At ``PARALLEL_THRESHOLD`` elements and two outer iterations, a group's one kernel runs
+    on two halves of its outer loop (``workers.split_leading``), not as a Numba ``prange``
+    twin (a module holds no parallel kernel); the halves' results equal the whole call's bit
+    for bit, for a flat group, a broadcast one and a row-wise one. (The threshold is lowered:
+    the path is the same at any size.)"""
+    from samediff.kernels import workers
+    splits = []
+    real = workers.split_leading
+
+    def spy(kernel, n, *args):
+        splits.append(n)
+        real(kernel, n, *args)
+    monkeypatch.setattr(workers, "split_leading", spy)
+    rng = np.random.default_rng(3)
+    x = nd.create(rng.standard_normal((17, 9)).astype(np.float32))
+    b = nd.create(rng.standard_normal(9).astype(np.float32))
+    plans: list = []
+    for fn, extent in ((lambda x, b: nd.math.tanh(x * 0.25 + 1.5) * 3.0, 17 * 9),
+                       (lambda x, b: nd.math.sinh(x * 0.5 - b), 17),
+                       (lambda x, b: nd.softmax(x * 2.0) + b, 17)):
+        results = []
+        for threshold in (64, 1 << 40):
+            monkeypatch.setattr(cplan, "PARALLEL_THRESHOLD", threshold)
+            for plan in {id(p): p for p in plans}.values():  # the cached plan: prepare again
+                for step in plan.steps:
+                    if isinstance(step, cplan.KernelStep):
+                        step._preps.clear()
+                        step._launches.clear()
+            splits.clear()
+            got, want, plan = both(fn, x, b)
+            plans.append(plan)
+            (step,) = [s for s in plan.steps if isinstance(s, cplan.KernelStep)]
+            assert step.kernels is not None and not hasattr(step.kernels, "kernel_par")
+            assert splits[-1] == (extent if threshold == 64 else 0), plan.explain()
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+            results.append(got.numpy())
+        np.testing.assert_array_equal(results[0], results[1])

@@ -56,17 +56,17 @@ def test_a_failing_fast_load_falls_back_to_numbas_own(tmp_path, monkeypatch):
     monkeypatch.setenv("ND4PY_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(codegen, "_loaded", {})
     source = codegen.module_source(list(codegen.PRELUDE) + [
-        codegen.decorator(False), "def kernel_ser(x):", "    return x + 41", ""])
-    assert codegen.load(source).kernel_ser(1) == 42  # compiled and saved
+        codegen.decorator(), "def kernel(x):", "    return x + 41", ""])
+    assert codegen.load(source).kernel(1) == 42  # compiled and saved
     monkeypatch.setattr(codegen, "_loaded", {})  # a new module: its dispatcher loads from disk
     module = codegen.load(source)
-    assert isinstance(module.kernel_ser._cache, fastload.RuntimeOnlyCache) == fastload.ENABLED
+    assert isinstance(module.kernel._cache, fastload.RuntimeOnlyCache) == fastload.ENABLED
 
     def broken(ctx):
         raise RuntimeError("no runtime")
     monkeypatch.setattr(fastload, "rtsys", SimpleNamespace(initialize=broken))
     before = dict(fastload.stats)
-    assert module.kernel_ser(1) == 42
+    assert module.kernel(1) == 42
     if fastload.ENABLED:
         assert fastload.stats["fast_load_fallbacks"] == before["fast_load_fallbacks"] + 1
-        assert module.kernel_ser.stats.cache_hits  # loaded from disk, not compiled again
+        assert module.kernel.stats.cache_hits  # loaded from disk, not compiled again

@@ -163,7 +163,7 @@ _CHILDREN = _PRELUDE + textwrap.dedent("""
                 bool(all_finite(big)), float(np.asarray(shifted(nd.array(big))).sum()))
 
     shifted(nd.array(big[:8]))  # the plan is built here (its serial kernel only)
-    assert all_finite(big)  # a parallel kernel: Numba's OpenMP pool starts in the parent
+    assert all_finite(big)  # checked in halves: the helper thread starts in the parent
     ref = job(0)[:2]
     with mp.get_context("fork").Pool(2) as pool:
         outs = pool.map_async(job, range(4)).get(30)
@@ -197,11 +197,12 @@ def children():
 
 @needs_fork
 def test_fork_pool_after_kernels_and_a_parallel_kernel(children):
-    """multiprocessing's fork start method after a convolution, a matmul and a parallel
-    kernel ran in the parent: the workers convolve, multiply, check finiteness and run a
-    compiled plan big enough for its parallel kernel, with the parent's numbers. Before,
-    Numba killed every worker that used the inherited GNU OpenMP pool ("fork() called from
-    a process already using GNU OpenMP") and the pool waited forever."""
+    """multiprocessing's fork start method after a convolution, a matmul and a kernel split
+    over two threads ran in the parent: the workers convolve, multiply, check finiteness and
+    run a compiled plan big enough to split, with the parent's numbers. (When those splits
+    were Numba ``prange`` loops, Numba killed every worker that used the inherited GNU OpenMP
+    pool -- "fork() called from a process already using GNU OpenMP" -- and the pool waited
+    forever.)"""
     assert children["same"] == [True] * 4 and children["finite"] == [True] * 4, children
     expected = float((1 << 20) * (2.0 * 2.718281828459045 + 1.0))
     assert all(abs(s - expected) <= 1e-5 * expected for s in children["sums"]), children

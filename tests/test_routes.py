@@ -251,7 +251,7 @@ def test_background_mode_answers_without_waiting_for_a_held_compile(held):
         got = M.matmul2d(a, b)  # forced private (the suite's ND4PY_BLAS): now it runs
     assert got is not None
     np.testing.assert_allclose(got, a @ b, rtol=1e-5)
-    assert compiling.wait_ready(("finite", np.dtype(np.float32), 2, False), 30)
+    assert compiling.wait_ready(("finite", np.dtype(np.float32), 2), 30)
 
 
 def test_a_convolution_takes_the_per_tap_route_while_its_kernels_compile(held, monkeypatch):

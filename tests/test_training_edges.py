@@ -227,9 +227,9 @@ def test_kernels_write_donated_buffers_through_one_parameter(contiguous):
             assert (value is inputs[donor]) == contiguous
             if not contiguous:  # the strided input keeps its old values
                 np.testing.assert_array_equal(inputs[donor], np.full(4, fresh[donor]))
-    used = {name for s in steps for name in ("kernel_ser_io", "kernel_ser")
+    used = {name for s in steps for name in ("kernel_io", "kernel")
             if getattr(s.kernels, name).signatures}
-    assert "kernel_ser_io" in used and ("kernel_ser" in used) == (not contiguous)
+    assert "kernel_io" in used and ("kernel" in used) == (not contiguous)
 
 
 def test_shuffled_batches_gathered_into_reused_buffers_are_the_fresh_batches():

@@ -1,8 +1,11 @@
 """Render a fused elementwise group to Python source and load it as Numba kernels.
 
 A group is described by a ``KernelSpec`` (hashable, shape-generic: ranks, dtypes and broadcast
-patterns, never sizes). Its source defines two kernels with the same body, ``kernel_par``
-(``prange`` over the outer loop) and ``kernel_ser``; the plan picks one by size. Every temporary
+patterns, never sizes). Its source defines one serial kernel, ``kernel`` (and ``kernel_io``,
+below); a large group runs it on two halves of its outer loop at once
+(``workers.split_leading``), not as a Numba ``prange`` loop: a ``parallel=True`` twin of
+every kernel cost 0.7-1.7 s of compile time each (W9's first training step compiled for
+19 s, 14 of them in ``prange`` twins) and ran no faster than two serial halves. Every temporary
 is stored through an explicit cast to its node's dtype, and constants are typed, so float32
 stays float32.
 
@@ -65,22 +68,22 @@ def _arg(ref: str, compute: np.dtype | None) -> str:
 
 
 #: Module header of every generated kernel file.
-PRELUDE = ("import math", "import numpy as np", "import numba", "from numba import prange",
+PRELUDE = ("import math", "import numpy as np", "import numba",
+           "from samediff.kernels.spin import announce",
            "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
            "f64 = np.float64", "")
-#: Each kernel is generated twice: parallel over its outer loop, and serial.
-VARIANTS = (("kernel_par", True), ("kernel_ser", False))
-#: ... and twice more when outputs are written into the inputs they were donated: each such
-#: output is then no parameter of its own, its values are stored through the input's. Passed as
-#: two parameters, an output and the input it aliases defeat LLVM's vectorizer (its run-time
-#: overlap check fails and the scalar loop runs: an SGD update of 784x256 float32 took 103 us
-#: against 37 us through one parameter); through one, the loop is vectorized.
-INPLACE_VARIANTS = (("kernel_par_io", True), ("kernel_ser_io", False))
+#: The kernel's name, and its twin's when outputs are written into the inputs they were
+#: donated: each such output is then no parameter of its own, its values are stored through
+#: the input's. Passed as two parameters, an output and the input it aliases defeat LLVM's
+#: vectorizer (its run-time overlap check fails and the scalar loop runs: an SGD update of
+#: 784x256 float32 took 103 us against 37 us through one parameter); through one, the loop is
+#: vectorized.
+KERNEL, INPLACE_KERNEL = "kernel", "kernel_io"
 
 
-def decorator(parallel: bool) -> str:
-    return (f"@numba.njit(parallel={parallel}, error_model='numpy', fastmath=FASTMATH, "
-            f"cache=True, nogil=True)")
+def decorator() -> str:
+    """Every generated kernel's decorator (``nogil``: its halves run on two threads)."""
+    return "@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, nogil=True)"
 
 
 _FAST_CALLS = tuple(f"{name}(" for name in fastmath_names)
@@ -103,6 +106,14 @@ def kernel_params(spec: KernelSpec, outputs: list[str]) -> str:
     """Kernel parameters: array inputs, scalar inputs, then the output arguments."""
     return ", ".join([f"in{k}" for k in range(len(spec.arrays))]
                      + [f"s{k}" for k in range(spec.scalars)] + outputs)
+
+
+def kernel_head(name: str, params: str) -> list[str]:
+    """A kernel's decorator, ``def`` line and first statement. Every kernel takes a last
+    parameter ``go`` (``workers.split_leading``'s token) and announces it at once: the
+    thread running the other half takes the GIL only then, when it is free, instead of
+    sleeping on it (a 32 Ki-element GELU in halves took 65 us ungated, against 25 us whole)."""
+    return [decorator(), f"def {name}({params}, go):", "    announce(go)"]
 
 
 def render(spec: KernelSpec) -> str:
@@ -129,34 +140,25 @@ def render(spec: KernelSpec) -> str:
     sums = [f"o{k}[{', '.join(index[lead:])}] += {ref}"
             for k, (ref, lead) in enumerate(spec.sums, start=len(spec.outputs))]
     outputs = [f"o{k}" for k in range(len(spec.outputs) + len(spec.sums))]
-    variants = [(VARIANTS, outputs, writes)]
+    variants = [(KERNEL, outputs, writes)]
     if spec.inplace:
         into = dict(spec.inplace)
-        variants.append((INPLACE_VARIANTS, [o for k, o in enumerate(outputs) if k not in into],
+        variants.append((INPLACE_KERNEL, [o for k, o in enumerate(outputs) if k not in into],
                          [f"in{into[k]}[{out_idx}] = {ref}" if k in into else line
                           for k, ((ref, _), line) in enumerate(zip(spec.outputs, writes))]))
     lines = list(PRELUDE)
     if not spec.outputs:  # only sums (smaller than the loops): the bounds come from the inputs
         loops = [(var, _bound(spec, d)) for d, (var, _) in enumerate(loops)]
-    for names, outs, stores in variants:
+    for name, outs, stores in variants:
         params = kernel_params(spec, outs)
         first = "o0" if "o0" in outs else f"in{dict(spec.inplace)[0]}"  # the loops' bounds
         loops = [(var, bound.replace("o0", first)) for var, bound in loops]
-        for name, parallel in names:
-            # (a kernel with sums has no prange: parallel=True would only make Numba warn)
-            lines.append(decorator(parallel and not spec.sums))
-            lines.append(f"def {name}({params}):")
-            if not loops:  # rank-0 output
-                lines += ["    " + b for b in body + stores + sums]
-            else:
-                depth = 1
-                for d, (var, bound) in enumerate(loops):
-                    # (rows summed into one output must not be split: no prange then)
-                    rng = "prange" if (parallel and d == 0 and not spec.sums) else "range"
-                    lines.append("    " * depth + f"for {var} in {rng}({bound}):")
-                    depth += 1
-                lines += ["    " * depth + b for b in body + stores + sums]
-            lines.append("")
+        lines += kernel_head(name, params)
+        depth = 1
+        for var, bound in loops:  # (none for a rank-0 output)
+            lines.append("    " * depth + f"for {var} in range({bound}):")
+            depth += 1
+        lines += ["    " * depth + b for b in body + stores + sums] + [""]
     return module_source(lines)
 
 
@@ -181,7 +183,7 @@ def cache_dir() -> Path:
     return base / "kernels"
 
 
-KERNEL_FORMAT = 3  # bump when the generated code or its loading changes: old files are ignored
+KERNEL_FORMAT = 4  # bump when the generated code or its loading changes: old files are ignored
 
 
 def _versions() -> str:

@@ -25,7 +25,7 @@ from .. import interpreter
 from ..arg_kinds import WEAK_SCALARS
 from ..array import type_of
 from ..errors import OpError
-from ..kernels import forksafe
+from ..kernels import workers
 
 _ND = np.ndarray
 
@@ -77,7 +77,7 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     donors = [name(step.donated[o]) for o in step.outputs if o in step.donated]
     outs = [name(o) for o in step.outputs]
     env[f"S{k}"], env[f"L{k}"] = step, step._launches
-    env[f"KP{k}"], env[f"KS{k}"] = step.kernels.kernel_par, step.kernels.kernel_ser
+    env[f"K{k}"] = step.kernels.kernel
     key = "(" + "".join(f"{a}.shape, " for a in arrays) + ")"
     guard = " and ".join(f"type({a}) is ND" for a in arrays) or "True"
     lines = [f"R = L{k}.get({key}) if {guard} else None", "if R:"]
@@ -95,16 +95,15 @@ def _kernel_lines(k: int, step: Any, name: Callable[[Any], str], env: dict) -> l
     call_args += scalars
     call_args += [f"o{j}" if o in step.sum_leads else f"o{j} if R[3] is None else o{j}.reshape(R[3])"
                   for j, o in enumerate(step.outputs)]
-    call = f"(KP{k} if R[2] and PAROK() else KS{k})({', '.join(call_args)}, *R[5])"
+    call = f"LAUNCH(K{k}, R[2], {', '.join(call_args)}, *R[5])"
     into = step.spec.inplace
-    if into:  # the variant storing through the donated inputs, when every buffer was taken
-        env[f"KIP{k}"], env[f"KIS{k}"] = step.kernels.kernel_par_io, step.kernels.kernel_ser_io
+    if into:  # the twin storing through the donated inputs, when every buffer was taken
+        env[f"KI{k}"] = step.kernels.kernel_io
         skip = {j for j, _ in into}
         io_args = call_args[:len(arrays) + len(scalars)] + [
             a for j, a in enumerate(call_args[len(arrays) + len(scalars):]) if j not in skip]
         taken = " and ".join(f"o{j} is {arrays[a]}" for j, a in into)
-        body += [f"if {taken}:",
-                 f"    (KIP{k} if R[2] and PAROK() else KIS{k})({', '.join(io_args)}, *R[5])",
+        body += [f"if {taken}:", f"    LAUNCH(KI{k}, R[2], {', '.join(io_args)}, *R[5])",
                  "else:", "    " + call]
     else:
         body.append(call)
@@ -194,9 +193,9 @@ def _call_lines(k: int, node: Any, name: Callable[[Any], str], env: dict,
 def build_driver(plan: Any, kernel_step: type) -> Callable[[list], list]:
     """The plan as one function ``drive(inputs) -> results`` (see the module docstring)."""
     names: dict[Any, str] = {}
-    env: dict[str, Any] = {"ND": _ND, "EMPTY": np.empty, "ZEROS": np.zeros, "DON": _donated, "SLOW": _slow,
-                           "FINISH": _finish, "FAILED": _failed,
-                           "PAROK": forksafe.parallel_ok}
+    env: dict[str, Any] = {"ND": _ND, "EMPTY": np.empty, "ZEROS": np.zeros, "DON": _donated,
+                           "SLOW": _slow, "FINISH": _finish, "FAILED": _failed,
+                           "LAUNCH": workers.split_leading}
     for j, (slot, value) in enumerate(plan.constants.items()):
         names[slot] = f"c{j}"
         env[f"C{j}"] = value

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import interpreter, profiler
 from ..errors import NdError
-from ..kernels import forksafe
+from ..kernels import workers
 from ..ops import TensorType
 from ..ops.families import reduce_shape
 from .driver import build_driver
@@ -40,15 +40,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nd4py.compiler")
 BOOL = np.dtype(np.bool_)
-#: Groups with at least this many elements run the parallel kernel. Waking Numba's OpenMP
-#: threads (``OMP_WAIT_POLICY=passive``, see ``samediff/kernels/process.py``) costs ~57 us here, so
-#: (median us, serial vs parallel, 2 cores): ``where(x > 0, x, 0)`` 20-26 vs 73-80 at 128 Ki
-#: elements, 56-63 vs 94-112 at 512 Ki, even at 1 Mi, parallel ahead only at 4 Mi; a
-#: tanh-GELU 79-94 vs 105-121 at 128 Ki, even at 256 Ki, parallel ahead from 512 Ki (220 vs
-#: 320). At 1 << 16 the W7 step's relu and its adjoint cost 0.11-0.17 ms, serial 0.05-0.10.
-#: A child forked after Numba started its GNU OpenMP pool runs every group serially
-#: (``forksafe.parallel_ok``: Numba kills a child that uses that pool).
-PARALLEL_THRESHOLD = 1 << 18
+#: Groups with at least this many elements run their kernel on two halves of its outer loop
+#: at once (``workers.split_leading``), when that loop has two iterations or more. A
+#: tanh-GELU, median us whole / in halves (2 cores): quiet, 74/58 at 64 Ki elements, 159/102
+#: at 128 Ki, 296/171 at 256 Ki; with another process spinning on one core, 45/53, 88/94,
+#: 182/190 (the helper seldom gets the busy core; the caller takes the half back). From
+#: 128 Ki the quiet gain (1.5x) outweighs the loaded loss (5-10 %).
+PARALLEL_THRESHOLD = 1 << 17
+
+
+def split_extent(outer: int, size: int) -> int:
+    """The outer-loop extent a kernel of ``size`` elements is split at (``PARALLEL_THRESHOLD``,
+    two iterations or more), else 0: run whole."""
+    return outer if size >= PARALLEL_THRESHOLD and outer >= 2 else 0
 _strict = os.environ.get("ND4PY_STRICT", "") not in ("", "0")
 _WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}  # Python scalars of each kind
 
@@ -306,13 +310,12 @@ class KernelStep:
         return values
 
     def compile(self, types: Sequence[TensorType]) -> None:
-        """Generate, load and compile (the variant ``_warm_variant`` names, on tiny inputs) —
-        errors fall back."""
+        """Generate, load and compile (on tiny inputs) — errors fall back."""
         try:
             self.kernels = load(self.source())
             values = self.warmup_values(types)
             values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
-            if not self._call(values, variant=self._warm_variant()):
+            if not self._call(values):
                 raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
         except Exception as exc:  # noqa: BLE001 - Numba raises many error types
             self.kernels = None
@@ -325,7 +328,7 @@ class KernelStep:
 
     def _prepare(self, shapes: tuple) -> Any:
         """How to call the kernel for these input shapes: (output shape, reshape targets,
-        parallel?), or False if they do not fit the compiled broadcast pattern (possible when
+        split extent (``split_extent``)), or False if they do not fit the compiled broadcast pattern (possible when
         the graph had -1 dims) and the caller must interpret. Cached per shape tuple."""
         try:
             shape = np.broadcast_shapes(*shapes) if shapes else ()
@@ -346,7 +349,9 @@ class KernelStep:
                 if not all((d == 1) if b else (d == o) for d, o, b in zip(full, shape, pattern)):
                     return False
                 targets.append(full)
-        return shape, targets, math.prod(shape) >= PARALLEL_THRESHOLD
+        size = math.prod(shape)
+        outer = 0 if self.spec.sums or not shape else size if self.flat else shape[0]
+        return shape, targets, split_extent(outer, size)  # (sums accumulate: never split)
 
     def _prep_for(self, shapes: tuple) -> Any:
         """``_prepare(shapes)``, cached per shape tuple (a plan sees few distinct shapes)."""
@@ -361,27 +366,15 @@ class KernelStep:
 
     def _launch(self, shapes: tuple, prep: Any) -> tuple:
         """What the plan's driver (``driver.py``) needs to call the kernel on inputs of these
-        shapes: (per array a reshape target or None, output allocation shape, parallel?, the
+        shapes: (per array a reshape target or None, output allocation shape, split extent, the
         outputs' view for the kernel or None, their final shape or None, trailing arguments)."""
-        shape, targets, parallel = prep
+        shape, targets, split = prep
         flat_view = (-1,) if self.flat and len(shape) != 1 else None
         return (tuple(None if tuple(t) == sh or (self.flat and len(sh) == 1) else tuple(t)
                       for t, sh in zip(targets, shapes)),
-                shape, parallel, flat_view, None, ())
+                shape, split, flat_view, None, ())
 
-    def _warm_variant(self) -> str:
-        """The variant the warm-up call compiles (or loads): the one the group's static size
-        will run (``PARALLEL_THRESHOLD``), so a warm process loads one variant per kernel, not
-        two (a load is ~10 ms: W9's first step loaded 41)."""
-        size = math.prod(self.shape) if all(d >= 0 for d in self.shape) else 0
-        return "par" if size >= PARALLEL_THRESHOLD and forksafe.parallel_ok() else "ser"
-
-    @staticmethod
-    def _parallel(by_size: bool, variant: str | None) -> bool:
-        """Run the parallel variant: as the size says, or as ``variant`` forces."""
-        return (by_size if variant is None else variant == "par") and forksafe.parallel_ok()
-
-    def _call(self, values: dict, variant: str | None = None) -> bool:
+    def _call(self, values: dict) -> bool:
         arrays = _arrays(values, self.arrays)
         shapes = tuple([a.shape for a in arrays])
         prep = self._preps.get(shapes)  # hot path: a plan is called with the same shapes
@@ -389,22 +382,21 @@ class KernelStep:
             prep = self._prep_for(shapes)
         if prep is False:
             return False
-        shape, targets, parallel = prep
+        shape, targets, split = prep
         args = [a.reshape(t) for a, t in zip(arrays, targets)]
         outs = ([self._out_buffer(values, s, shape, d) for s, d in zip(self.outputs, self.out_dtypes)]
                 if self.donated else [np.empty(shape, d) if s not in self.sum_leads else
                                       np.zeros(shape[self.sum_leads[s]:], d)
                                       for s, d in zip(self.outputs, self.out_dtypes)])
         out_args = [o.reshape(-1) for o in outs] if self.flat else outs
-        par = self._parallel(parallel, variant)
         into = self.spec.inplace
         if into and all(outs[j] is arrays[k] for j, k in into):  # every donated buffer taken
             skip = {j for j, _ in into}
             out_args = [o for j, o in enumerate(out_args) if j not in skip]
-            fn = self.kernels.kernel_par_io if par else self.kernels.kernel_ser_io
+            fn = self.kernels.kernel_io
         else:
-            fn = self.kernels.kernel_par if par else self.kernels.kernel_ser
-        fn(*args, *[values[s] for s in self.scalars], *out_args)
+            fn = self.kernels.kernel
+        workers.split_leading(fn, split, *args, *[values[s] for s in self.scalars], *out_args)
         for s, o in zip(self.outputs, outs):
             values[s] = o
         return True
@@ -412,8 +404,8 @@ class KernelStep:
     def donate(self, slot: Any, inp: Any) -> None:
         """Output ``slot`` may be written into input ``inp``'s buffer (``CompiledPlan._donate``,
         before compiling). When the kernel reads ``inp`` element for element (not broadcast),
-        it is generated with variants that store the output through ``inp`` itself
-        (``codegen.INPLACE_VARIANTS``): the calls take them when the buffer was taken."""
+        it is generated with a twin that stores the output through ``inp`` itself
+        (``codegen.INPLACE_KERNEL``): the calls take it when the buffer was taken."""
         self.donated[slot] = inp
         if inp in self.arrays and slot not in self.sum_leads:
             k = self.arrays.index(inp)
@@ -473,7 +465,7 @@ class RowStep(KernelStep):
         return values
 
     def _prepare(self, shapes: tuple) -> Any:
-        """(shape, 2-D view shapes, rows, parallel?) for these input shapes, or False."""
+        """(shape, 2-D view shapes, rows, split extent) for these input shapes, or False."""
         shape = shapes[self.arrays.index(self._full)]
         if len(shape) != len(self.shape):
             return False
@@ -482,25 +474,25 @@ class RowStep(KernelStep):
         if any(v is None for v in views):
             return False
         rows = math.prod(shape[:-1])
-        return shape, views, rows, rows * shape[-1] >= PARALLEL_THRESHOLD
+        return shape, views, rows, split_extent(rows, rows * shape[-1])
 
     def _launch(self, shapes: tuple, prep: Any) -> tuple:
-        shape, views, rows, parallel = prep
+        shape, views, rows, split = prep
         view = (rows, shape[-1])
         return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
-                shape, parallel, None if view == shape else view, None, ())
+                shape, split, None if view == shape else view, None, ())
 
-    def _call(self, values: dict, variant: str | None = None) -> bool:
+    def _call(self, values: dict) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
-        shape, views, rows, parallel = prep
+        shape, views, rows, split = prep
         outs = [np.empty(shape, d) for d in self.out_dtypes]
-        fn = (self.kernels.kernel_par if self._parallel(parallel, variant)
-              else self.kernels.kernel_ser)
-        fn(*[a.reshape(v) for a, v in zip(arrays, views)],
-           *[values[s] for s in self.scalars], *[o.reshape(rows, shape[-1]) for o in outs])
+        workers.split_leading(self.kernels.kernel, split,
+                              *[a.reshape(v) for a, v in zip(arrays, views)],
+                              *[values[s] for s in self.scalars],
+                              *[o.reshape(rows, shape[-1]) for o in outs])
         for s, o in zip(self.outputs, outs):
             values[s] = o
         return True
@@ -543,7 +535,7 @@ class ReduceStep(KernelStep):
                 for s, (dtype, _) in zip(self.arrays, self.spec.arrays)}
 
     def _prepare(self, shapes: tuple) -> Any:
-        """(rows, cols, 2-D view shapes, output shape, parallel?) for these input shapes, or
+        """(rows, cols, 2-D view shapes, output shape, split extent) for these input shapes, or
         False when they do not fit the kernel (the interpreter runs the group instead)."""
         try:
             shape = np.broadcast_shapes(*shapes) if shapes else ()
@@ -561,25 +553,24 @@ class ReduceStep(KernelStep):
             views.append((1 if brow else rows, 1 if bcol else cols))
         attrs = self.reduction.attrs
         return (rows, cols, views, reduce_shape(shape, attrs.dims, attrs.keep_dims),
-                rows * cols >= PARALLEL_THRESHOLD and rows > 1)
+                split_extent(rows, rows * cols))
 
     def _launch(self, shapes: tuple, prep: Any) -> tuple:
-        rows, cols, views, out_shape, parallel = prep
+        rows, cols, views, out_shape, split = prep
         return (tuple(None if tuple(v) == sh else tuple(v) for v, sh in zip(views, shapes)),
-                (rows,), parallel, None, None if tuple(out_shape) == (rows,) else out_shape,
+                (rows,), split, None, None if tuple(out_shape) == (rows,) else out_shape,
                 (cols,))
 
-    def _call(self, values: dict, variant: str | None = None) -> bool:
+    def _call(self, values: dict) -> bool:
         arrays = _arrays(values, self.arrays)
         prep = self._prep_for(tuple([a.shape for a in arrays]))
         if prep is False:
             return False
-        rows, cols, views, out_shape, parallel = prep
+        rows, cols, views, out_shape, split = prep
         out = np.empty(rows, self.out_dtypes[0])
-        fn = (self.kernels.kernel_par if self._parallel(parallel, variant)
-              else self.kernels.kernel_ser)
-        fn(*[a.reshape(v) for a, v in zip(arrays, views)], *[values[s] for s in self.scalars],
-           out, cols)
+        workers.split_leading(self.kernels.kernel, split,
+                              *[a.reshape(v) for a, v in zip(arrays, views)],
+                              *[values[s] for s in self.scalars], out, cols)
         values[self.outputs[0]] = out.reshape(out_shape)
         return True
 

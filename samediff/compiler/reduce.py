@@ -15,7 +15,7 @@ import numpy as np
 from ..ops import TensorType
 from ..ops.registry import Accumulator
 from ..ops.families import normalize_dims
-from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, _arg, decorator,
+from .codegen import (_PREFIX, FLOATS, PRELUDE, KERNEL, KernelSpec, _arg, kernel_head,
                       kernel_params, module_source)
 from .exprs import Emitter
 
@@ -68,12 +68,10 @@ def render_reduce(spec: KernelSpec, acc: Accumulator) -> str:
     body.append("acc = " + acc.step.format(v=value))
     params = kernel_params(spec, ["o0", "C"])
     lines = list(PRELUDE)
-    for name, parallel in VARIANTS:
-        lines += [decorator(parallel), f"def {name}({params}):",
-                  f"    for r in {'prange' if parallel else 'range'}(o0.size):",
-                  f"        acc = {acc.init}", "        for c in range(C):"]
-        lines += ["            " + b for b in body]
-        lines += [f"        o0[r] = {_PREFIX[dtype]}({acc.finish})", ""]
+    lines += kernel_head(KERNEL, params) + ["    for r in range(o0.size):",
+              f"        acc = {acc.init}", "        for c in range(C):"]
+    lines += ["            " + b for b in body]
+    lines += [f"        o0[r] = {_PREFIX[dtype]}({acc.finish})", ""]
     return module_source(lines)
 
 

@@ -3,7 +3,7 @@
 its result, in one kernel. The anchor's ``RowKernel.variant`` picks the row algorithm below
 (``"normalize"``, ``"softmax"``, ``"log_softmax"``).
 
-Arrays are viewed as 2-D ``(rows, C)``; each row is handled by one iteration of a ``prange``
+Arrays are viewed as 2-D ``(rows, C)``; each row is handled by one iteration of the outer
 loop: the row statistics (mean/variance, or max/sum of exponentials) are computed in a couple
 of passes over the row while it sits in cache, then one pass applies the normalization and the
 epilogue and writes the output. Statistics accumulate in float64 for float32 inputs, and a
@@ -23,8 +23,8 @@ import numpy as np
 
 from ..ops import TensorType
 from ..ops.families import normalize_dims
-from .codegen import (_PREFIX, FLOATS, PRELUDE, VARIANTS, KernelSpec, NodeSpec, _arg,
-                      decorator, module_source, kernel_params)
+from .codegen import (_PREFIX, FLOATS, PRELUDE, KERNEL, KernelSpec, NodeSpec, _arg,
+                      kernel_head, module_source, kernel_params)
 from .exprs import Emitter
 
 #: the row algorithms ``render_rows`` implements (every ``RowKernel.VARIANTS``)
@@ -124,13 +124,12 @@ def render_rows(spec: KernelSpec, variant: str, eps: float | None, prologue: int
     body += [f"o{k}[r, c] = {ref}" for k, (ref, _) in enumerate(spec.outputs)]
     params = kernel_params(spec, [f"o{k}" for k in range(len(spec.outputs))])
     lines = list(PRELUDE)
-    for name, parallel in VARIANTS:
-        lines += [decorator(parallel), f"def {name}({params}):", "    R = o0.shape[0]",
-                  "    C = o0.shape[1]", f"    for r in {'prange' if parallel else 'range'}(R):"]
-        lines += ["        " + s for s in pre + stats]
-        lines.append("        for c in range(C):")
-        lines += ["            " + b for b in body]
-        lines.append("")
+    lines += kernel_head(KERNEL, params) + ["    R = o0.shape[0]", "    C = o0.shape[1]",
+                                            "    for r in range(R):"]
+    lines += ["        " + s for s in pre + stats]
+    lines.append("        for c in range(C):")
+    lines += ["            " + b for b in body]
+    lines.append("")
     return module_source(lines)
 
 

@@ -15,7 +15,7 @@ standard library -- nothing of the op table, the compiler or anything above
 * ``workers`` -- the helper thread; ``spin`` -- its native spin-wait hand-off;
 * ``forksafe`` -- the at-fork gate every BLAS-calling driver passes (no Numba import);
 * ``fastload`` -- loads cached kernels without initializing Numba's whole compiler;
-* ``process`` -- process-wide settings: OpenMP wait policy, glibc malloc thresholds.
+* ``process`` -- process-wide settings: glibc malloc thresholds.
 
 Importing this package loads none of them. The op table holds ``lazy("cnn")`` proxies, so
 Numba is imported (and cached kernels loaded) by the first op that runs a kernel, never by

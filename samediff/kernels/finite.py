@@ -29,17 +29,18 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import compiling, forksafe
+from . import compiling, spin, workers
 
-#: arrays at least this large are checked on all cores. Below it one core is faster: a serial
-#: pass over a 1 MB gradient takes ~12 us, and waking threads costs about as much (far more when
-#: other processes share the cores)
+#: arrays of at least this many elements are checked in two halves at once (``workers``).
+#: Below it one core is faster: a serial pass over a 1 MB gradient takes ~12 us, and handing
+#: half to another thread costs about as much when it sleeps (far more when other processes
+#: share the cores)
 _PARALLEL = 1 << 20
 
 _MASK32, _MASK64 = np.uint32(0x7F800000), np.uint64(0x7FF0000000000000)  # exponent bits
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _count(bits: Any, mask: Any) -> int:
     """How many elements have all exponent bits set (NaN or +-inf)."""
     bad = 0
@@ -48,38 +49,27 @@ def _count(bits: Any, mask: Any) -> int:
     return bad
 
 
-@numba.njit(cache=True, parallel=True)
-def _count_parallel(bits: Any, mask: Any) -> int:
-    bad = 0
-    for i in numba.prange(bits.size):
-        bad += (bits[i] & mask) == mask
-    return bad
-
-
 # the bit view is taken inside the kernel: a gradient check costs one call (~0.2 us when small)
-@numba.njit(cache=True)
-def _count_f32(a: Any) -> int:
+# (``go``: the gate token of ``workers.on_halves``, announced once the GIL is let go)
+@numba.njit(cache=True, nogil=True)
+def _count_f32(a: Any, go: tuple) -> int:
+    spin.announce(go)
     return _count(a.ravel().view(np.uint32), _MASK32)
 
 
-@numba.njit(cache=True)
-def _count_f64(a: Any) -> int:
+@numba.njit(cache=True, nogil=True)
+def _count_f64(a: Any, go: tuple) -> int:
+    spin.announce(go)
     return _count(a.ravel().view(np.uint64), _MASK64)
 
 
-_KERNELS = {np.dtype(np.float32): (_count_f32, np.uint32, _MASK32),
-            np.dtype(np.float64): (_count_f64, np.uint64, _MASK64)}
+_KERNELS = {np.dtype(np.float32): _count_f32, np.dtype(np.float64): _count_f64}
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) the kernels ``key`` names (``("finite", dtype, ndim, parallel)``)."""
-    _, dtype, ndim, parallel = key
-    count, utype, mask = _KERNELS[dtype]
-    tiny = np.ones((1,) * ndim, dtype)
-    if parallel:
-        _count_parallel(tiny.reshape(-1).view(utype), mask)
-    else:
-        count(tiny)
+    """Compile (or load) the kernel ``key`` names (``("finite", dtype, ndim)``)."""
+    _, dtype, ndim = key
+    _KERNELS[dtype](np.ones((1,) * ndim, dtype), workers.NO_GO)
 
 
 def _finite(x: Any) -> bool:
@@ -92,13 +82,16 @@ def _finite(x: Any) -> bool:
         return math.isfinite(arr.item())
     if not arr.flags.c_contiguous:  # a library op's view (a transpose): the kernels want C order
         arr = np.ascontiguousarray(arr)
-    count, utype, mask = kernel
-    parallel = arr.size >= _PARALLEL and forksafe.parallel_ok()  # (serial in a fork child)
-    if not compiling.ready(("finite", arr.dtype, 1 if parallel else arr.ndim, parallel), _warm):
+    split = arr.size >= _PARALLEL
+    if not compiling.ready(("finite", arr.dtype, 1 if split else arr.ndim), _warm):
         return bool(np.isfinite(arr).all())  # the numpy twin while the kernel compiles
-    if parallel:
-        return _count_parallel(arr.reshape(-1).view(utype), mask) == 0
-    return count(arr) == 0
+    if split:  # two halves of the flat array at once: the counts add up
+        flat = arr.reshape(-1)
+        parts = workers.halves(flat.size, flat.size, _PARALLEL)
+        counts = workers.on_halves(parts,
+                                   lambda part, go: kernel(flat[part.start:part.stop], go))
+        return sum(counts) == 0
+    return kernel(arr, workers.NO_GO) == 0
 
 
 def all_finite(*values: Any) -> bool:

@@ -1,7 +1,7 @@
 """Fork safety: ``os.fork`` (multiprocessing's fork start method, data loaders, Dask
 workers) while other threads run nd4py kernels, and kernels in the forked child.
 
-Two things hung or died without this module:
+A BLAS call in flight hung both processes without this module:
 
 * **A BLAS call in flight.** OpenBLAS (numpy's copy and our private one, ``samediff.kernels.blas``)
   registers a ``pthread_atfork`` handler that shuts its thread pool down before every fork.
@@ -16,11 +16,10 @@ Two things hung or died without this module:
   stops new entries and waits (with the GIL released, at most ``WAIT_S`` seconds) until none
   is in flight, so both BLAS pools are idle when the fork happens. Kernels held back go on after
   the fork, in the parent.
-* **Numba's GNU OpenMP pool in the child.** Once a parallel (``prange``) kernel has started
-  Numba's ``omp`` threading layer, a forked child that runs one is killed by Numba with
-  "fork() called from a process already using GNU OpenMP" (SIGTERM); a ``multiprocessing``
-  pool then waits forever for the lost task. ``parallel_ok()`` is False in such a child, and
-  the compiled plans and ``all_finite`` run their serial kernels there (same results).
+
+nd4py runs no Numba ``prange`` kernel (its two-thread work goes through ``workers``), so
+Numba's OpenMP pool, which kills a forked child that uses it ("fork() called from a process
+already using GNU OpenMP"), is never started by nd4py.
 
 The helper thread and the private BLAS's lazy loading reset themselves in the child
 (``workers``, ``blas``). This module imports no Numba (it looks Numba up only if something
@@ -39,12 +38,11 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 import warnings
 from typing import Callable, TypeVar
 
-__all__ = ["guarded", "in_flight", "parallel_ok", "nested_thread", "WAIT_S"]
+__all__ = ["guarded", "in_flight", "nested_thread", "WAIT_S"]
 
 #: longest the fork handler waits for in-flight kernels before it lets the fork go on (with
 #: a RuntimeWarning): a kernel that needs something the forking thread holds (a lock of the
@@ -61,7 +59,6 @@ _changed = threading.Condition(_lock)
 _entries: list = []
 _forks = 0  # forks waiting in their before-handler: no new kernel starts meanwhile
 _local = threading.local()  # .depth: guarded calls open on this thread
-_parallel_ok = True
 
 
 def _wait_for_forks() -> None:
@@ -130,30 +127,6 @@ def in_flight() -> int:
     return len(_entries)
 
 
-def parallel_ok() -> bool:
-    """Whether Numba's parallel kernels may run in this process: False in a child forked
-    after Numba started the GNU OpenMP threading layer (Numba would kill it).
-
-    >>> parallel_ok()
-    True
-    """
-    return _parallel_ok
-
-
-def _gnu_openmp_started() -> bool:
-    """Numba's ``omp`` layer on GNU libgomp was launched (in this process, so in the parent
-    of a child asking right after fork). Launching alone is enough for Numba to refuse."""
-    numba = sys.modules.get("numba")  # not imported here: this module must import cheaply
-    if numba is None:  # Numba never loaded, so no parallel kernel ran in this process
-        return False
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel kernel ran yet: the child launches a pool of its own
-        return False
-    pool = sys.modules.get("numba.np.ufunc.omppool")
-    return layer == "omp" and getattr(pool, "openmp_vendor", "GNU") == "GNU"
-
-
 def _before_fork() -> None:
     """Runs with the GIL held in the forking thread; ``wait`` releases it, so the kernels in
     flight can finish and leave."""
@@ -177,13 +150,11 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     """Only the forking thread exists here: no kernel is in flight, no fork pending, and the
     condition's lock may have been held by a thread that is gone."""
-    global _lock, _changed, _entries, _forks, _parallel_ok
+    global _lock, _changed, _entries, _forks
     _lock = threading.Lock()
     _changed = threading.Condition(_lock)
     _entries = [None] if getattr(_local, "depth", 0) else []
     _forks = 0
-    if _parallel_ok and _gnu_openmp_started():
-        _parallel_ok = False
 
 
 if hasattr(os, "register_at_fork"):

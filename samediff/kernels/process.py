@@ -1,12 +1,5 @@
 """Process-wide settings, applied once when ``samediff`` is imported (``apply()``).
 
-**OpenMP wait policy.** Compiled kernels run on Numba's OpenMP layer, numpy's matmuls on
-OpenBLAS's own threads. With OpenMP's default (active) waiting, the kernel threads keep
-spinning after a parallel loop and take the cores from the BLAS call that follows: a training
-step ran 6x slower than with passive waiting, and any parallel kernel stalled ~8 ms whenever
-another process held a core. libgomp reads ``OMP_WAIT_POLICY`` once, when it is first loaded
-(by the first parallel kernel), so it is set before: ``passive`` unless the user set it.
-
 **Malloc thresholds.** Keep freed array memory in the process instead of returning it to the
 OS at every free. glibc serves large allocations (above ``M_MMAP_THRESHOLD``, 128 KiB to
 start) with fresh ``mmap`` s and gives freed heap tops back (above ``M_TRIM_THRESHOLD``).
@@ -61,6 +54,6 @@ def tune() -> bool:
 
 
 def apply() -> None:
-    """Set the OpenMP wait policy (a user's own setting wins) and ``tune()`` the allocator."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    """``tune()`` the allocator. (nd4py sets no OpenMP wait policy: it runs no OpenMP pool
+    since its fused kernels split in halves on ``workers``' helper instead of ``prange``.)"""
     tune()  # large arrays stay on the heap: no page faults per op

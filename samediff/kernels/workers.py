@@ -97,7 +97,7 @@ import numpy as np
 
 from . import forksafe, spin
 
-__all__ = ["both", "halves", "on_halves", "enabled", "NO_GO"]
+__all__ = ["both", "halves", "on_halves", "split_leading", "enabled", "NO_GO"]
 
 _ENABLED = os.environ.get("ND4PY_WORKERS", "") != "1" and (os.cpu_count() or 1) > 1
 #: how long either side polls before it sleeps (see the module docstring)
@@ -324,3 +324,37 @@ def on_halves(parts: list, work: Callable) -> list:
         got[k] = work(parts[k], go)
     both(lambda go: job(0, go), lambda: job(1, NO_GO), gated=True)
     return got
+
+
+def split_leading(kernel: Callable[..., None], n: int, *args: object) -> None:
+    """``kernel(*args, go)`` as two calls at once, each on one half of the leading axis of
+    every argument that spans it: an ndarray whose leading extent is ``n`` (the kernel's outer
+    loop) is sliced ``[:h]`` / ``[h:]``; anything else (scalars, sizes, a broadcast operand,
+    whose leading extent is 1) goes to both halves whole. ``n`` below 2 (0: "do not split")
+    runs ``kernel(*args, NO_GO)`` whole, here. ``go`` is ``both``'s gate token: the kernel
+    should be ``nogil`` and call ``spin.announce(go)`` first.
+
+    For kernels whose outer-loop iterations are independent and write disjoint outputs
+    (elementwise, one row per iteration): the halves compute exactly what the whole would.
+    ``kernel`` should be ``nogil``. Halves of a C-contiguous array are C-contiguous, so a
+    Numba kernel runs the same compiled specialization on the halves as on the whole.
+
+    >>> out = np.zeros(5)
+    >>> def add(a, b, o, go):
+    ...     o[:] = a + b
+    >>> split_leading(add, 5, np.arange(5.0), 10.0, out)
+    >>> out
+    array([10., 11., 12., 13., 14.])
+    >>> split_leading(add, 0, np.arange(5.0), 1.0, out)  # whole
+    >>> out
+    array([1., 2., 3., 4., 5.])
+    """
+    if n < 2:
+        kernel(*args, NO_GO)
+        return
+    h = (n + 1) // 2
+    first = [a[:h] if type(a) is np.ndarray and a.ndim and a.shape[0] == n else a
+             for a in args]
+    second = [a[h:] if type(a) is np.ndarray and a.ndim and a.shape[0] == n else a
+              for a in args]
+    both(lambda go: kernel(*first, go), lambda: kernel(*second, NO_GO), gated=True)
