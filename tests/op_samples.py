@@ -160,6 +160,7 @@ unary_op("real", lambda v: v, iv(2, 3), iv(3, 1), dtypes=NUMERIC)
 unary_op("imag", lambda v: 0 * v, iv(2, 3), iv(1, 4), dtypes=NUMERIC)
 unary_op("stop_gradient", lambda v: v, iv(2, 3), dtypes=NUMERIC, edges=EDGES)
 unary_op("conj", lambda v: v, iv(2, 3), iv(3, 1), dtypes=NUMERIC)
+unary_op("identity", lambda v: v, iv(2, 3), iv(3, 1, 2), iv(), dtypes=NUMERIC, edges=EDGES)
 unary_op("angle", lambda v: math.atan2(0.0, v), pos(2, 3), -pos(3, 1))
 unary_op("exp", math.exp, u(2, 3), u(3, 1, 2))
 add_samples("exp", S([iv(2, 2)], reference=pw(math.exp), dtypes=INTS, out_dtype="float64"))
@@ -793,5 +794,8 @@ for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D poolin
                      ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
                      ("op_samples_control", "control_samples"),  # ops with sub-graphs (cond)
                      ("op_samples_sequence", "sequence_samples"),  # embedding, attention...
-                     ("op_samples_recurrent", "recurrent_samples")):  # LSTM, GRU, RNN layers
+                     ("op_samples_recurrent", "recurrent_samples"),  # LSTM, GRU, RNN layers
+                     ("op_samples_onnx_math", "onnx_math_samples"),  # ops ONNX import needs
+                     ("op_samples_onnx_shape", "onnx_shape_samples"),
+                     ("op_samples_onnx_nn", "onnx_nn_samples")):
     _load_rows(_module, _fn)

@@ -276,6 +276,11 @@ unary("stop_gradient", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"(
       exact=True, grad=lambda x, y, g, a: op.zeros_like(g), stops_gradient=True,
       namespace="base", doc="The identity, with a zero gradient: values that flow through it "
       "are constants to ``nd.grad`` and SameDiff's gradients (JAX's ``stop_gradient``).")
+# ONNX's Identity (and any importer's): the values as they are, in a fresh array; the gradient
+# flows through unchanged
+unary("identity", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"({x})", exact=True,
+      grad=lambda x, y, g, a: g, namespace="base",
+      doc="The identity: a copy of ``x`` (ONNX's ``Identity``); the gradient passes through.")
 unary("angle", np.angle, unfused="complex argument (atan2 of the parts); complex values are "
       "not fused",
       grad=_zero,

@@ -1,0 +1,113 @@
+"""Run ONNX models through the importer the way ONNX's backend tests do, and sweep the
+backend node-test suite shipped in the ``onnx`` wheel.
+
+``run(model, inputs)`` imports a model (a graph input that an op needs at import -- a
+``Reshape`` target fed as an input -- is taken as a static input with the value given, and
+the import retried) and runs it on positional inputs, returning the outputs in the
+graph's order.
+
+``python -m samediff.onnx.backend [--ops Relu,Add] [--show-fail]`` runs every node test
+(1,884 cases in onnx 1.23) and prints the pass rate and every failure by cause.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from .importer import import_onnx, load_model
+from .table import OnnxStaticInputError
+
+__all__ = ["run", "node_cases", "check_case", "sweep"]
+
+
+def run(model: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
+    """Import ``model`` and run it on ``inputs`` (in the order of its graph inputs that are
+    not initializers); the outputs in the graph's order."""
+    proto, _ = load_model(model)
+    names = [vi.name for vi in proto.graph.input
+             if vi.name not in {t.name for t in proto.graph.initializer}]
+    feeds = dict(zip(names, inputs))
+    static: dict[str, Any] = {}
+    while True:
+        try:
+            sd = import_onnx(model, static_inputs=static)
+            break
+        except OnnxStaticInputError as exc:
+            if exc.input_name not in feeds or exc.input_name in static:
+                raise
+            static[exc.input_name] = feeds[exc.input_name]
+    outputs = [vo.name for vo in proto.graph.output]
+    placeholders = {p.name for p in sd.placeholders()}
+    got = sd.output({k: np.asarray(v) for k, v in feeds.items() if k in placeholders},
+                    *outputs)
+    return [np.asarray(got[name].numpy()) for name in outputs]
+
+
+def node_cases(ops: Sequence[str] | None = None) -> list:
+    """The ONNX backend node tests (``onnx.backend.test.loader``), optionally only those
+    whose model uses one of ``ops`` (op types)."""
+    from onnx.backend.test import loader
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = loader.load_node_model_tests()
+    if ops:
+        wanted = set(ops)
+        cases = [c for c in cases if wanted & {n.op_type for n in c.model.graph.node}]
+    return cases
+
+
+def check_case(case: Any) -> str:
+    """'' when node test ``case`` passes, else why not (one line)."""
+    for inputs, expected in case.data_sets:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                got = run(case.model, inputs)
+        except Exception as exc:  # noqa: BLE001 - the sweep reports every cause
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        for k, (g, want) in enumerate(zip(got, expected)):
+            want = np.asarray(want)
+            if want.dtype == object or g.dtype == object:
+                if not np.array_equal(g, want):
+                    return f"output {k}: values differ"
+                continue
+            if g.dtype != want.dtype:
+                return f"output {k}: dtype {g.dtype}, expected {want.dtype}"
+            if g.shape != want.shape:
+                return f"output {k}: shape {g.shape}, expected {want.shape}"
+            if not np.allclose(g, want, rtol=case.rtol, atol=case.atol, equal_nan=True):
+                err = np.max(np.abs(g.astype(np.float64) - want.astype(np.float64)))
+                return f"output {k}: values differ (max |err| {err:.3g})"
+    return ""
+
+
+def sweep(ops: Sequence[str] | None = None) -> dict[str, str]:
+    """case name -> '' (passed) or the reason it failed."""
+    return {case.name: check_case(case) for case in node_cases(ops)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="ONNX backend node tests through nd4py")
+    parser.add_argument("--ops", help="only tests using these op types (comma-separated)")
+    parser.add_argument("--show-fail", action="store_true", help="one line per failure")
+    args = parser.parse_args(argv)
+    results = sweep(args.ops.split(",") if args.ops else None)
+    passed = sum(1 for r in results.values() if not r)
+    causes = collections.Counter(r.split(":")[0] for r in results.values() if r)
+    print(f"{passed}/{len(results)} node tests pass ({100.0 * passed / max(1, len(results)):.1f} %)")
+    for cause, n in causes.most_common():
+        print(f"  {n:5d}  {cause}")
+    if args.show_fail:
+        for name, why in sorted(results.items()):
+            if why:
+                print(f"{name}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Elementwise ONNX ops: unary math and activations, numpy-broadcasting binary ops,
+comparisons and logic, variadic Sum/Mean/Max/Min, Where, Clip, Cast."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..table import converter
+
+# ONNX op type -> table op, for ops that are one table op of one input
+_UNARY = {
+    "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Ceil": "ceil",
+    "Floor": "floor", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
+    "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
+    "Atanh": "atanh", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Sign": "sign",
+    "Reciprocal": "reciprocal", "Not": "logical_not", "Softsign": "softsign",
+    "Softplus": "softplus", "IsNaN": "isnan", "Relu": "relu", "Mish": "mish",
+    "Identity": "identity", "Round": "round",
+}
+_BINARY = {
+    "Add": "add", "Sub": "sub", "Mul": "mul", "Equal": "eq", "Less": "lt", "Greater": "gt",
+    "LessOrEqual": "lte", "GreaterOrEqual": "gte", "And": "logical_and", "Or": "logical_or",
+    "Xor": "logical_xor",
+}
+
+
+def _unary(op: str):
+    def convert(node):
+        return node.op(op, node.input(0))
+    return convert
+
+
+def _binary(op: str):
+    def convert(node):
+        return node.op(op, node.input(0), node.input(1))
+    return convert
+
+
+for _onnx, _op in _UNARY.items():
+    converter(_onnx)(_unary(_op))
+for _onnx, _op in _BINARY.items():
+    converter(_onnx)(_binary(_op))
+
+
+@converter("Div")
+def _div(node):
+    a, b = node.input(0), node.input(1)
+    if node.dtype(a).kind in "iu":  # ONNX integer division truncates toward zero
+        q = node.op("floor_div", node.op("abs", a), node.op("abs", b))
+        neg = node.op("logical_xor", node.op("lt", a, np.zeros((), node.dtype(a))),
+                      node.op("lt", b, np.zeros((), node.dtype(b))))
+        return node.op("where", neg, node.op("neg", q), q)
+    return node.op("div", a, b)
+
+
+@converter("Pow")
+def _pow(node):
+    x, y = node.input(0), node.input(1)
+    out = node.op("pow", x, y)
+    if node.dtype(out) != node.dtype(x):  # ONNX: the result has the base's type
+        out = node.op("cast", out, dtype=node.dtype(x))
+    return out
+
+
+@converter(("Sum", "Mean", "Max", "Min"))
+def _variadic(node):
+    op = {"Sum": "add", "Mean": "add", "Max": "maximum", "Min": "minimum"}[node.op_type]
+    values = node.inputs()
+    out = values[0]
+    for v in values[1:]:
+        out = node.op(op, out, v)
+    if node.op_type == "Mean":
+        out = node.op("div", out, np.asarray(len(values), node.dtype(out)))
+    elif len(values) == 1:
+        out = node.op("identity", out)
+    return out
+
+
+@converter("Where", since=9)
+def _where(node):
+    return node.op("where", node.input(0), node.input(1), node.input(2))
+
+
+@converter("Cast")
+def _cast(node):
+    from ..importer import np_dtype
+    to = node.attr("to")
+    return node.op("cast", node.input(0), dtype=np_dtype(to))
+
+
+@converter("CastLike", since=15)
+def _cast_like(node):
+    return node.op("cast", node.input(0), dtype=node.dtype(node.input(1)))
+
+
+@converter("Clip", since=(1, 11))
+def _clip(node):
+    x = node.input(0)
+    dtype = node.dtype(x)
+    if node.opset < 11:
+        lo, hi = node.attr("min", None), node.attr("max", None)
+    else:
+        lo, hi = node.static(1, "min"), node.static(2, "max")
+    out = x
+    if lo is not None:
+        out = node.op("maximum", out, np.asarray(lo, dtype))
+    if hi is not None:
+        out = node.op("minimum", out, np.asarray(hi, dtype))
+    return out if out is not x else node.op("identity", x)
+
+
+@converter("LeakyRelu")
+def _leaky_relu(node):
+    return node.op("leaky_relu", node.input(0), alpha=float(node.attr("alpha", 0.01)))
+
+
+@converter("Elu")
+def _elu(node):
+    return node.op("elu", node.input(0), alpha=float(node.attr("alpha", 1.0)))
+
+
+@converter("Selu")
+def _selu(node):
+    x = node.input(0)
+    dtype = node.dtype(x)
+    alpha = np.asarray(node.attr("alpha", 1.67326319217681884765625), dtype)
+    gamma = np.asarray(node.attr("gamma", 1.05070102214813232421875), dtype)
+    neg = node.op("mul", alpha, node.op("expm1", x))
+    return node.op("mul", gamma, node.op("where", node.op("gt", x, np.zeros((), dtype)), x, neg))

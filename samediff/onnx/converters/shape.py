@@ -1,0 +1,156 @@
+"""ONNX shape ops: Shape, Size, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat,
+Gather, Expand, Constant."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..table import converter
+
+
+@converter("Constant", since=(1, 12))
+def _constant(node):
+    for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if node.has_attr(name):
+            value = node.attr(name)
+            dtype = np.float32 if "float" in name else (np.int64 if "int" in name else None)
+            return np.asarray(value, dtype=dtype)
+    raise node.fail("a Constant of sparse or string values is not supported")
+
+
+@converter("Shape", since=(1, 15))
+def _shape(node):
+    x = node.input(0)
+    shape = node.shape(x)
+    rank = len(shape)
+    start, end = node.attr("start", 0), node.attr("end", rank)
+    start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
+    dims = shape[start:end]
+    if all(d >= 0 for d in dims):
+        return np.asarray(dims, np.int64)
+    raise node.fail("the shape of a value with run-time dims is not supported yet")
+
+
+@converter("Size")
+def _size(node):
+    shape = node.shape(node.input(0))
+    if all(d >= 0 for d in shape):
+        return np.asarray(math.prod(shape), np.int64)
+    raise node.fail("the size of a value with run-time dims is not supported yet")
+
+
+@converter("Reshape", since=(1, 5))
+def _reshape(node):
+    x = node.input(0)
+    target = (node.attr("shape") if node.opset < 5 else node.static_ints(1, "shape"))
+    allowzero = node.attr("allowzero", 0)
+    shape = node.shape(x)
+    dims = []
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if shape[i] < 0:
+                raise node.fail("a 0 (copy) dim over a run-time dim is not supported yet")
+            dims.append(shape[i])
+        else:
+            dims.append(int(d))
+    return node.op("reshape", x, shape=tuple(dims))
+
+
+@converter("Flatten", since=(1, 9, 11, 13))
+def _flatten(node):
+    x = node.input(0)
+    shape = node.shape(x)
+    axis = node.attr("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    lead = shape[:axis]
+    if any(d < 0 for d in shape[axis:]):
+        if any(d < 0 for d in lead):
+            raise node.fail("flattening with run-time dims on both sides is not supported")
+        return node.op("reshape", x, shape=(math.prod(lead), -1))
+    return node.op("reshape", x, shape=(-1 if any(d < 0 for d in lead) else math.prod(lead),
+                                        math.prod(shape[axis:])))
+
+
+@converter("Transpose")
+def _transpose(node):
+    x = node.input(0)
+    perm = node.attr("perm") or list(range(node.rank(x)))[::-1]
+    return node.op("permute", x, dims=tuple(int(p) for p in perm))
+
+
+def _axes(node, index: int, attr_until: int):
+    if node.opset < attr_until:
+        axes = node.attr("axes")
+        return None if axes is None else tuple(int(a) for a in axes)
+    return node.static_ints(index, "axes")
+
+
+@converter("Squeeze", since=(1, 11, 13))
+def _squeeze(node):
+    x = node.input(0)
+    axes = _axes(node, 1, 13)
+    rank = node.rank(x)
+    if axes is None:
+        shape = node.shape(x)
+        if any(d < 0 for d in shape):
+            raise node.fail("Squeeze without axes over run-time dims is not supported")
+        axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    axes = tuple(sorted(a + rank if a < 0 else a for a in axes))
+    return node.op("squeeze", x, axis=axes) if axes else node.op("identity", x)
+
+
+@converter("Unsqueeze", since=(1, 11, 13))
+def _unsqueeze(node):
+    x = node.input(0)
+    axes = _axes(node, 1, 13)
+    rank = node.rank(x) + len(axes)
+    axes = sorted(a + rank if a < 0 else a for a in axes)
+    shape = list(node.shape(x))
+    for a in axes:
+        shape.insert(a, 1)
+    if sum(d < 0 for d in shape) <= 1:
+        return node.op("reshape", x, shape=tuple(shape))
+    out = x
+    for a in axes:
+        out = node.op("expand_dims", out, axis=a)
+    return out
+
+
+@converter("Concat", since=(1, 4, 11, 13))
+def _concat(node):
+    values = [v for v in node.inputs() if v is not None]
+    return node.op("concat", *values, axis=int(node.attr("axis", 0)))
+
+
+@converter("Gather", since=(1, 11, 13))
+def _gather(node):
+    x, idx = node.input(0), node.input(1)
+    axis = int(node.attr("axis", 0))
+    rank = node.rank(x)
+    axis = axis + rank if axis < 0 else axis
+    size = node.shape(x)[axis]
+    if isinstance(idx, np.ndarray) and size >= 0:
+        idx = np.where(idx < 0, idx + size, idx).astype(np.int64)
+    elif size < 0 or node.dtype(idx).kind != "u":
+        dim = size if size >= 0 else None
+        if dim is None:
+            raise node.fail("Gather with run-time indices along a run-time dim is not "
+                            "supported yet")
+        neg = node.op("lt", idx, np.zeros((), node.dtype(idx)))
+        idx = node.op("where", neg, node.op("add", idx, np.asarray(dim, node.dtype(idx))), idx)
+    return node.op("gather", x, idx, axis=axis)
+
+
+@converter("Expand", since=8)
+def _expand(node):
+    x = node.input(0)
+    target = node.static_ints(1, "shape")
+    shape = node.shape(x)
+    rank = max(len(shape), len(target))
+    full = (1,) * (rank - len(shape)) + tuple(shape)
+    target = (1,) * (rank - len(target)) + tuple(target)
+    out = tuple(max(a, b) if a >= 0 else (b if b != 1 else -1) for a, b in zip(full, target))
+    if any(d < 0 for d in out):
+        raise node.fail("Expand over run-time dims is not supported yet")
+    return node.op("broadcast_to", x, shape=out)

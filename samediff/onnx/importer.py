@@ -1,0 +1,378 @@
+"""ONNX model -> SameDiff graph.
+
+``import_onnx`` loads the model (a path, bytes or an ``onnx.ModelProto``; tensors stored as
+external data are read from the model's directory), checks that every node has a converter
+for the model's opset (listing every node that has none, before anything is built), then
+walks the nodes in order and lets each converter (``table.py``) record table ops into a new
+``SameDiff``:
+
+* graph inputs become placeholders (symbolic and unknown dims become ``-1``, so one import
+  serves every batch size); initializers become constants, or trainable variables for float
+  initializers with ``trainable=True``;
+* a node whose inputs are all constants is evaluated at import by the same ops (eagerly), so
+  ``Shape -> Gather -> Concat -> Reshape`` on static shapes folds to a constant target;
+* graph outputs keep their ONNX names (``sd.output(feeds, "logits")``).
+
+Values are either an ``SDVariable`` (computed at run time) or a numpy array (known now).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..array import NDArray, bind
+from ..ops import get_op
+from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
+
+__all__ = ["import_onnx", "NodeContext"]
+
+Value = Any  # SDVariable | np.ndarray
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the extra is installed in the tests
+        raise OnnxImportError("ONNX import needs the onnx package: pip install "
+                              "'nd4py[onnx]'") from None
+    return onnx
+
+
+def load_model(model: Any) -> tuple[Any, str | None]:
+    """The ``ModelProto`` and the directory its external data lives in (None: in memory)."""
+    onnx = _onnx()
+    from google.protobuf.message import DecodeError
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    base = None
+    try:
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            proto = onnx.ModelProto()
+            proto.ParseFromString(bytes(model))
+        else:
+            path = os.fspath(model)
+            base = os.path.dirname(os.path.abspath(path))
+            proto = onnx.load(path, load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError, TypeError) as exc:
+        raise OnnxImportError(f"malformed or truncated ONNX model ({type(exc).__name__}: "
+                              f"{exc}); is it an .onnx file, and complete?") from exc
+    if not proto.HasField("graph"):
+        raise OnnxImportError("malformed ONNX model: it has no graph (a truncated file, or "
+                              "not an ONNX model)")
+    return proto, base
+
+
+def opsets(model: Any) -> dict[str, int]:
+    """domain -> opset version ('' for the default domain)."""
+    out: dict[str, int] = {}
+    for entry in model.opset_import:
+        out["" if entry.domain in DEFAULT_DOMAINS else entry.domain] = entry.version
+    if "" not in out:
+        out[""] = 1 if model.opset_import else 13  # (no opset_import: a bare graph)
+    return out
+
+
+def to_numpy(tensor: Any, base: str | None) -> np.ndarray:
+    """An ONNX ``TensorProto`` as a numpy array (external data read from ``base``)."""
+    onnx = _onnx()
+    from onnx import numpy_helper
+    try:
+        if onnx.external_data_helper.uses_external_data(tensor):
+            if base is None:
+                raise OnnxImportError(f"tensor {tensor.name!r} is stored as external data, "
+                                      f"but the model was not loaded from a file: pass its "
+                                      f"path")
+            onnx.external_data_helper.load_external_data_for_tensor(tensor, base)
+        return np.array(numpy_helper.to_array(tensor))
+    except OnnxImportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - protobuf/numpy raise many types
+        raise OnnxImportError(f"tensor {tensor.name!r}: cannot read its data ({exc})") from exc
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    from onnx import helper
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception as exc:  # noqa: BLE001
+        raise OnnxImportError(f"ONNX element type {elem_type} has no numpy dtype") from exc
+
+
+class NodeContext:
+    """What a converter sees of one ONNX node: its inputs as values, its attributes, and
+    ``op(...)`` to record (or, on constants, evaluate) a table op."""
+
+    def __init__(self, graph: "GraphImport", node: Any, opset: int) -> None:
+        self.graph = graph
+        self.node = node
+        self.opset = opset
+        self._attrs: dict[str, Any] | None = None
+
+    # -- the node --------------------------------------------------------------------------
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    @property
+    def num_inputs(self) -> int:
+        """Inputs given (trailing empty names of omitted optional inputs do not count)."""
+        names = list(self.node.input)
+        while names and not names[-1]:
+            names.pop()
+        return len(names)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """Attribute ``name`` as a Python value (ints, floats, str, lists, arrays for
+        tensors, GraphProto for graphs), or ``default``."""
+        if self._attrs is None:
+            from onnx import helper
+            self._attrs = {}
+            for a in self.node.attribute:
+                value = helper.get_attribute_value(a)
+                if isinstance(value, bytes):
+                    value = value.decode()
+                elif a.type == a.TENSOR:
+                    value = to_numpy(value, self.graph.base)
+                elif a.type == a.STRINGS:
+                    value = [v.decode() for v in value]
+                self._attrs[a.name] = value
+        return self._attrs.get(name, default)
+
+    def has_attr(self, name: str) -> bool:
+        return any(a.name == name for a in self.node.attribute)
+
+    def input(self, i: int) -> Value | None:
+        """Input ``i``'s value, or None when it is omitted (absent or an empty name)."""
+        if i >= len(self.node.input) or not self.node.input[i]:
+            return None
+        return self.graph.value(self.node.input[i], self)
+
+    def inputs(self) -> list[Value | None]:
+        return [self.input(i) for i in range(self.num_inputs)]
+
+    def static(self, i: int, what: str = "") -> np.ndarray | None:
+        """Input ``i``'s value when the op needs it at import (a shape, axes, bounds): an
+        array; None if the input is omitted. A value only known at run time raises
+        ``OnnxStaticInputError`` naming the graph input it comes from, if it is one."""
+        value = self.input(i)
+        if value is None or isinstance(value, np.ndarray):
+            return value
+        name = self.node.input[i]
+        hint = (f"pass it in static_inputs={{{name!r}: ...}}" if name in self.graph.placeholders
+                else "it is computed from run-time values")
+        raise OnnxStaticInputError(
+            f"ONNX node {describe(self.node, self.opset)}: input {i} ({name!r}"
+            f"{', ' + what if what else ''}) must be known at import; {hint}", name)
+
+    def static_ints(self, i: int, what: str = "") -> tuple[int, ...] | None:
+        value = self.static(i, what)
+        return None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+    def shape(self, value: Value) -> tuple[int, ...]:
+        """The static shape of a value (-1 where only run time knows)."""
+        if isinstance(value, np.ndarray):
+            return value.shape
+        return tuple(value.shape)
+
+    def dtype(self, value: Value) -> np.dtype:
+        if isinstance(value, np.ndarray):
+            return value.dtype
+        return np.dtype(value._info().ttype.dtype)
+
+    def rank(self, value: Value) -> int:
+        return len(self.shape(value))
+
+    # -- recording -------------------------------------------------------------------------
+    def op(self, name: str, *inputs: Value, **attrs: Any) -> Any:
+        """Record table op ``name`` on ``inputs`` (arrays become constants), or evaluate it
+        now when every input is an array: returns a value, or a tuple for several outputs."""
+        op = get_op(name)
+        if all(isinstance(x, np.ndarray) for x in inputs) and not op.random:
+            out = bind(op, [NDArray(x) for x in inputs], attrs)
+            if isinstance(out, tuple):
+                return tuple(np.asarray(o.numpy()) for o in out)
+            return np.asarray(out.numpy())
+        ins = [self.graph.materialize(x) for x in inputs]
+        return self.graph.sd._record(op, ins, attrs, None)
+
+    def const(self, value: Any, dtype: Any = None) -> np.ndarray:
+        return np.asarray(value, dtype=dtype)
+
+    def fail(self, why: str) -> OnnxImportError:
+        """A named error for this node (raise it)."""
+        return OnnxImportError(f"ONNX node {describe(self.node, self.opset)}: {why}")
+
+
+class GraphImport:
+    """The state of one import: the SameDiff being built and every ONNX value's binding."""
+
+    def __init__(self, sd: Any, base: str | None, opsets: dict[str, int]) -> None:
+        self.sd = sd
+        self.base = base
+        self.opsets = opsets
+        self.values: dict[str, Value] = {}
+        self.placeholders: set[str] = set()
+        self.onnx_named: set[str] = set()  # graph variables named after an ONNX value
+        self._constants: dict[int, Any] = {}  # id(array) -> its graph constant
+        self._keep: list[np.ndarray] = []     # (keeps the ids above valid)
+
+    def value(self, name: str, ctx: NodeContext | None = None) -> Value:
+        try:
+            return self.values[name]
+        except KeyError:
+            where = f"ONNX node {describe(ctx.node, ctx.opset)}" if ctx else "the graph"
+            raise OnnxImportError(f"{where} reads {name!r}, which no input, initializer or "
+                                  f"earlier node defines (a malformed or unsorted graph)")
+
+    def materialize(self, value: Value) -> Any:
+        """A graph variable for ``value`` (a constant for an array, made once per array)."""
+        if not isinstance(value, np.ndarray):
+            return value
+        found = self._constants.get(id(value))
+        if found is None:
+            found = self._constants[id(value)] = self.sd.constant(None, value)
+            self._keep.append(value)
+        return found
+
+    def fresh_name(self, name: str) -> str | None:
+        """``name`` if the graph may take it (unused, no ':'), else None (an automatic name)."""
+        if not name or ":" in name or self.sd.has_variable(name):
+            return None
+        return name
+
+
+def _value_info_shape(vi: Any) -> tuple[np.dtype, tuple[int, ...]]:
+    t = vi.type.tensor_type
+    dtype = np_dtype(t.elem_type)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
+    return dtype, dims
+
+
+def check_supported(nodes: Sequence[Any], opsets: Mapping[str, int]) -> None:
+    """Raise one ``OnnxImportError`` naming every node without a converter."""
+    missing = []
+    for node in nodes:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        version = opsets.get(domain)
+        if version is None:
+            missing.append(f"{describe(node, 0)}: the model imports no opset for its domain")
+        elif lookup(domain, node.op_type, version) is None:
+            missing.append(describe(node, version))
+    if missing:
+        raise OnnxImportError(f"{len(missing)} ONNX node(s) have no converter in nd4py: "
+                              + "; ".join(missing))
+
+
+def import_onnx(model: Any, *, trainable: bool = False,
+                static_inputs: Mapping[str, Any] | None = None) -> Any:
+    """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a ``SameDiff``.
+
+    Placeholders are the model's inputs (symbolic dims are ``-1``), graph outputs keep
+    their ONNX names, initializers become constants (float ones trainable variables with
+    ``trainable=True``, so ``fit`` fine-tunes them). ``static_inputs`` gives values for graph
+    inputs that an op needs at import (a ``Reshape`` target fed as an input): they become
+    constants.
+
+    >>> import numpy as np, onnx
+    >>> from onnx import helper, TensorProto
+    >>> g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])])
+    >>> sd = import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    >>> sd.output({"x": np.array([[-1.0, 2.0]], np.float32)}, "y")["y"].numpy()
+    array([[0., 2.]], dtype=float32)
+    """
+    from .. import SameDiff
+    from . import converters  # noqa: F401 - fills the table
+    proto, base = load_model(model)
+    versions = opsets(proto)
+    graph = proto.graph
+    check_supported(graph.node, versions)
+    sd = SameDiff.create()
+    state = GraphImport(sd, base, versions)
+    static = dict(static_inputs or {})
+    initializers = {t.name for t in graph.initializer}
+    for t in graph.initializer:
+        value = to_numpy(t, base)
+        if trainable and value.dtype.kind == "f":
+            state.values[t.name] = var = sd.var(state.fresh_name(t.name), value)
+            state.onnx_named.add(var.name)
+        else:
+            state.values[t.name] = value
+    for vi in graph.input:
+        if vi.name in initializers:  # (IR < 4 lists initializers among the inputs)
+            continue
+        if vi.name in static:
+            dtype, _ = _value_info_shape(vi)
+            state.values[vi.name] = np.asarray(static[vi.name], dtype=dtype)
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise OnnxImportError(f"graph input {vi.name!r}: only tensor inputs are supported "
+                                  f"(sequences, maps and optionals are not)")
+        dtype, dims = _value_info_shape(vi)
+        state.values[vi.name] = sd.placeholder(vi.name, dtype, *dims)
+        state.placeholders.add(vi.name)
+        state.onnx_named.add(vi.name)
+    for node in graph.node:
+        convert_node(state, node)
+    for vo in graph.output:
+        _bind_output(state, vo.name)
+    return sd
+
+
+def convert_node(state: GraphImport, node: Any) -> None:
+    """Run ``node``'s converter and bind its outputs."""
+    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+    version = state.opsets[domain]
+    ctx = NodeContext(state, node, version)
+    convert = lookup(domain, node.op_type, version)
+    try:
+        out = convert(ctx)
+    except (OnnxImportError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - name the node whatever went wrong
+        raise OnnxImportError(f"ONNX node {describe(node, version)}: {type(exc).__name__}: "
+                              f"{exc}") from exc
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    wanted = [n for n in node.output if n]
+    if len(outs) < len(node.output) and len(outs) < len(wanted):
+        raise ctx.fail(f"produced {len(outs)} output(s), the node names {len(node.output)}")
+    for name, value in zip(node.output, outs):
+        if not name:
+            continue  # an optional output nobody reads
+        if value is None:
+            raise ctx.fail(f"output {name!r} is not produced by this converter")
+        state.values[name] = value
+        # intermediate variables take their ONNX names (readable summaries), unless the
+        # variable already carries one (an input passed through) or the name is taken
+        if not isinstance(value, np.ndarray) and value.name not in state.onnx_named:
+            fresh = state.fresh_name(name)
+            if fresh is not None:
+                value.rename(fresh)
+            state.onnx_named.add(value.name)
+
+
+def _bind_output(state: GraphImport, name: str) -> None:
+    """Make graph output ``name`` a variable of that name."""
+    value = state.value(name)
+    sd = state.sd
+    if isinstance(value, np.ndarray):
+        if sd.has_variable(name):
+            return
+        sd.constant(name, value)
+        return
+    if value.name == name:
+        return
+    if value.name in state.placeholders or sd.has_variable(name):
+        copy = sd._record(get_op("identity"), [value], {}, state.fresh_name(name))
+        if copy.name != name:
+            raise OnnxImportError(f"graph output {name!r} cannot keep its name: another "
+                                  f"variable has it")
+        return
+    value.rename(name)

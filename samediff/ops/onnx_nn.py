@@ -1,0 +1,2 @@
+"""Table ops added for ONNX import (nn family): see samediff/onnx/converters/nn*.py."""
+from __future__ import annotations
