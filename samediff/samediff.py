@@ -723,6 +723,17 @@ class SameDiff(ControlFlowMethods):
 
     fromFlatFile = from_flat_file
 
+    @staticmethod
+    def import_onnx(model: Any, *, trainable: bool = False,
+                    static_inputs: Mapping[str, Any] | None = None) -> "SameDiff":
+        """An ONNX model (a path, bytes or ``onnx.ModelProto``) as a SameDiff graph
+        (``samediff.onnx.import_onnx``; needs ``pip install 'nd4py[onnx]'``). ND4J's importer
+        is ``OnnxFrameworkImporter.runImport``; here also ``SameDiff.importOnnx``."""
+        from .onnx import import_onnx
+        return import_onnx(model, trainable=trainable, static_inputs=static_inputs)
+
+    importOnnx = import_onnx
+
     # -- models are values: pickle and deepcopy go through the file format ----------------
     def __reduce__(self) -> tuple:
         """``pickle`` (protocols 2-5) and ``copy.deepcopy`` carry a SameDiff as its file

@@ -6,8 +6,9 @@ backend node-test suite shipped in the ``onnx`` wheel.
 the import retried) and runs it on positional inputs, returning the outputs in the
 graph's order.
 
-``python -m samediff.onnx.backend [--ops Relu,Add] [--show-fail]`` runs every node test
-(1,884 cases in onnx 1.23) and prints the pass rate and every failure by cause.
+``python -m samediff.onnx.backend [--ops Relu,Add] [--show-fail] [--write-failures PATH]``
+runs every node test (1,884 cases in onnx 1.23) and prints the pass rate and every failure
+by cause.
 """
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="ONNX backend node tests through nd4py")
     parser.add_argument("--ops", help="only tests using these op types (comma-separated)")
     parser.add_argument("--show-fail", action="store_true", help="one line per failure")
+    parser.add_argument("--write-failures", metavar="PATH",
+                        help="write the failures, one 'case<TAB>cause' line each (the list "
+                             "tests/test_onnx_node_suite.py holds the suite to)")
     args = parser.parse_args(argv)
     results = sweep(args.ops.split(",") if args.ops else None)
     passed = sum(1 for r in results.values() if not r)
@@ -102,6 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{passed}/{len(results)} node tests pass ({100.0 * passed / max(1, len(results)):.1f} %)")
     for cause, n in causes.most_common():
         print(f"  {n:5d}  {cause}")
+    if args.write_failures:
+        with open(args.write_failures, "w") as f:
+            f.write("# ONNX backend node tests nd4py fails, and why (python -m "
+                    "samediff.onnx.backend --write-failures)\n")
+            for name, why in sorted(results.items()):
+                if why:
+                    f.write(f"{name}\t{why}\n")
     if args.show_fail:
         for name, why in sorted(results.items()):
             if why:

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..array import NDArray, bind
+from ..errors import NdError
 from ..ops import get_op
 from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
 
@@ -288,9 +289,21 @@ def import_onnx(model: Any, *, trainable: bool = False,
     >>> sd.output({"x": np.array([[-1.0, 2.0]], np.float32)}, "y")["y"].numpy()
     array([[0., 2.]], dtype=float32)
     """
-    from .. import SameDiff
     from . import converters  # noqa: F401 - fills the table
     proto, base = load_model(model)
+    try:
+        return _import(proto, base, trainable, static_inputs)
+    except (OnnxImportError, KeyboardInterrupt, MemoryError):
+        raise
+    except NdError as exc:  # (an unsupported dtype of an input...): said by nd4py already
+        raise OnnxImportError(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a malformed model breaks anywhere: name it
+        raise OnnxImportError(f"malformed ONNX model: {type(exc).__name__}: {exc}") from exc
+
+
+def _import(proto: Any, base: str | None, trainable: bool,
+            static_inputs: Mapping[str, Any] | None) -> Any:
+    from .. import SameDiff
     versions = opsets(proto)
     graph = proto.graph
     check_supported(graph.node, versions)
