@@ -23,7 +23,7 @@ import numpy as np
 from .importer import import_onnx, load_model
 from .table import OnnxStaticInputError
 
-__all__ = ["run", "node_cases", "check_case", "sweep"]
+__all__ = ["run", "feeding", "node_cases", "check_case", "sweep"]
 
 
 def run(model: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
@@ -39,14 +39,59 @@ def run(model: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
             sd = import_onnx(model, static_inputs=static)
             break
         except OnnxStaticInputError as exc:
-            if exc.input_name not in feeds or exc.input_name in static:
+            needed = [n for n in feeding(proto, exc.input_name) if n in feeds]
+            if not needed or all(n in static for n in needed):
                 raise
-            static[exc.input_name] = feeds[exc.input_name]
+            static.update({n: feeds[n] for n in needed})
     outputs = [vo.name for vo in proto.graph.output]
     placeholders = {p.name for p in sd.placeholders()}
     got = sd.output({k: np.asarray(v) for k, v in feeds.items() if k in placeholders},
                     *outputs)
     return [np.asarray(got[name].numpy()) for name in outputs]
+
+
+def feeding(model: Any, name: str) -> list[str]:
+    """The graph inputs value ``name`` is computed from (itself, if it is one), found by
+    walking the producing nodes back (bodies' outer-scope reads included)."""
+    graph = model.graph
+    producers = {}
+    for node in _nested_nodes(graph.node):  # (a body's value may be the one needed)
+        for out in node.output:
+            producers[out] = node
+    inputs = {vi.name for vi in graph.input}
+    found, seen, todo = [], set(), [name]
+    while todo:
+        value = todo.pop()
+        if value in seen or not value:
+            continue
+        seen.add(value)
+        if value in inputs:
+            found.append(value)
+        node = producers.get(value)
+        if node is not None:
+            todo += list(node.input) + _outer_reads(node)
+    return found
+
+
+def _nested_nodes(nodes: Any) -> list:
+    out = []
+    for node in nodes:
+        out.append(node)
+        for a in node.attribute:
+            for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS
+                      else []):
+                out += _nested_nodes(g.node)
+    return out
+
+
+def _outer_reads(node: Any) -> list[str]:
+    """Names a node's bodies read (their own inputs and outputs aside: a superset is fine)."""
+    names = []
+    for a in node.attribute:
+        for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
+            for inner in g.node:
+                names += list(inner.input) + _outer_reads(inner)
+    return names
 
 
 def node_cases(ops: Sequence[str] | None = None) -> list:

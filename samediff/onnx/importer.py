@@ -182,9 +182,7 @@ class NodeContext:
         return tuple(value.shape)
 
     def dtype(self, value: Value) -> np.dtype:
-        if isinstance(value, np.ndarray):
-            return value.dtype
-        return np.dtype(value._info().ttype.dtype)
+        return np.dtype(value.dtype)
 
     def rank(self, value: Value) -> int:
         return len(self.shape(value))
@@ -211,12 +209,17 @@ class NodeContext:
 
 
 class GraphImport:
-    """The state of one import: the SameDiff being built and every ONNX value's binding."""
+    """The state of one import: the SameDiff being built and every ONNX value's binding. A
+    control-flow body (``If`` branches, ``Loop``/``Scan`` bodies) is imported in a child
+    scope (``parent``): its own names first, then the enclosing graphs' (ONNX's outer-scope
+    references; the control-flow ops capture them as extra inputs)."""
 
-    def __init__(self, sd: Any, base: str | None, opsets: dict[str, int]) -> None:
+    def __init__(self, sd: Any, base: str | None, opsets: dict[str, int],
+                 parent: "GraphImport | None" = None) -> None:
         self.sd = sd
         self.base = base
         self.opsets = opsets
+        self.parent = parent
         self.values: dict[str, Value] = {}
         self.placeholders: set[str] = set()
         self.onnx_named: set[str] = set()  # graph variables named after an ONNX value
@@ -224,17 +227,21 @@ class GraphImport:
         self._keep: list[np.ndarray] = []     # (keeps the ids above valid)
 
     def value(self, name: str, ctx: NodeContext | None = None) -> Value:
-        try:
-            return self.values[name]
-        except KeyError:
-            where = f"ONNX node {describe(ctx.node, ctx.opset)}" if ctx else "the graph"
-            raise OnnxImportError(f"{where} reads {name!r}, which no input, initializer or "
-                                  f"earlier node defines (a malformed or unsorted graph)")
+        scope: GraphImport | None = self
+        while scope is not None:
+            if name in scope.values:
+                return scope.values[name]
+            scope = scope.parent
+        where = f"ONNX node {describe(ctx.node, ctx.opset)}" if ctx else "the graph"
+        raise OnnxImportError(f"{where} reads {name!r}, which no input, initializer or "
+                              f"earlier node defines (a malformed or unsorted graph)")
 
     def materialize(self, value: Value) -> Any:
         """A graph variable for ``value`` (a constant for an array, made once per array)."""
         if not isinstance(value, np.ndarray):
             return value
+        if self.parent is not None:  # (one constant per array, made in the outermost graph)
+            return self.parent.materialize(value)
         found = self._constants.get(id(value))
         if found is None:
             found = self._constants[id(value)] = self.sd.constant(None, value)
@@ -255,10 +262,25 @@ def _value_info_shape(vi: Any) -> tuple[np.dtype, tuple[int, ...]]:
     return dtype, dims
 
 
-def check_supported(nodes: Sequence[Any], opsets: Mapping[str, int]) -> None:
-    """Raise one ``OnnxImportError`` naming every node without a converter."""
-    missing = []
+def _all_nodes(nodes: Sequence[Any]) -> list:
+    """``nodes`` and the nodes of their graph attributes (control-flow bodies), depth first."""
+    out = []
     for node in nodes:
+        out.append(node)
+        for a in node.attribute:
+            if a.type == a.GRAPH:
+                out += _all_nodes(a.g.node)
+            elif a.type == a.GRAPHS:
+                for g in a.graphs:
+                    out += _all_nodes(g.node)
+    return out
+
+
+def check_supported(nodes: Sequence[Any], opsets: Mapping[str, int]) -> None:
+    """Raise one ``OnnxImportError`` naming every node without a converter (bodies of
+    control-flow nodes included)."""
+    missing = []
+    for node in _all_nodes(nodes):
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         version = opsets.get(domain)
         if version is None:
@@ -364,11 +386,29 @@ def convert_node(state: GraphImport, node: Any) -> None:
         state.values[name] = value
         # intermediate variables take their ONNX names (readable summaries), unless the
         # variable already carries one (an input passed through) or the name is taken
-        if not isinstance(value, np.ndarray) and value.name not in state.onnx_named:
+        # (values inside a control-flow body keep the body's names)
+        if hasattr(value, "rename") and value.name not in state.onnx_named \
+                and state.parent is None:
             fresh = state.fresh_name(name)
             if fresh is not None:
                 value.rename(fresh)
             state.onnx_named.add(value.name)
+
+
+def import_body(state: GraphImport, body: Any, inputs: Sequence[Value]) -> list[Value]:
+    """Import ONNX graph ``body`` (a control-flow body) in a child scope of ``state``, its
+    inputs bound to ``inputs`` in order; its output values, in order."""
+    if len(body.input) != len(inputs):
+        raise OnnxImportError(f"body graph {body.name!r} declares {len(body.input)} inputs, "
+                              f"the node passes {len(inputs)}")
+    child = GraphImport(state.sd, state.base, state.opsets, parent=state)
+    for t in body.initializer:
+        child.values[t.name] = to_numpy(t, state.base)
+    for vi, value in zip(body.input, inputs):
+        child.values[vi.name] = value
+    for node in body.node:
+        convert_node(child, node)
+    return [child.value(vo.name) for vo in body.output]
 
 
 def _bind_output(state: GraphImport, name: str) -> None:
