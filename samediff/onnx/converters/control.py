@@ -62,7 +62,7 @@ def _scan8(node):
     n_in = int(node.attr("num_scan_inputs"))
     values = [node.input(i) for i in range(1, node.num_inputs)]
     n_state = len(values) - n_in
-    states, xs = values[:n_state], values[n_state:]
+    xs = values[n_state:]
     batch = node.shape(values[0])[0]
     if batch < 0:
         raise node.fail("opset-8 Scan over a run-time batch size is not supported")

@@ -14,7 +14,7 @@ _UNARY = {
     "Atanh": "atanh", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Sign": "sign",
     "Reciprocal": "reciprocal", "Not": "logical_not", "Softsign": "softsign",
     "Softplus": "softplus", "IsNaN": "isnan", "Relu": "relu", "Mish": "mish",
-    "Identity": "identity", "Round": "round",
+    "Identity": "identity", "Round": "round_half_even",
 }
 _BINARY = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Equal": "eq", "Less": "lt", "Greater": "gt",
