@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Callable, Hashable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -733,6 +733,13 @@ class SameDiff(ControlFlowMethods):
         return import_onnx(model, trainable=trainable, static_inputs=static_inputs)
 
     importOnnx = import_onnx
+
+    def to_onnx(self, path: Any = None, *, opset: int = 17,
+                outputs: "Sequence[str] | None" = None) -> Any:
+        """This graph as an ONNX model (``samediff.onnx.export.to_onnx``), written to ``path``
+        when given; an ``OnnxExportError`` lists every node whose op has no ONNX form."""
+        from .onnx.export import to_onnx
+        return to_onnx(self, path, opset=opset, outputs=outputs)
 
     # -- models are values: pickle and deepcopy go through the file format ----------------
     def __reduce__(self) -> tuple:
