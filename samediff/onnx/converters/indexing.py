@@ -626,6 +626,3 @@ def _col2im(node):
     n = -1 if shape[0] < 0 else shape[0]
     y = node.op("matmul", node.op("reshape", x, shape=(n, c, k * ll)), m)
     return node.op("reshape", y, shape=(n, c) + tuple(image))
-
-
-from . import indexing_2  # noqa: F401  (Resize/Upsample)
