@@ -64,8 +64,20 @@ REFUSED = {("layer_norm", 2): "trailing dims only"}
 EDGES_DIFFER = {"mish": "x * tanh(softplus(x)) is NaN at -inf in ONNX, -0 in nd4py"}
 
 
+@pytest.fixture
+def interpreted():
+    """Graphs of one op run through the interpreter here: the op table's suites compare its
+    compiled kernels with the interpreter already, and compiling every sample again would
+    double the suite's compile time."""
+    from samediff import compiler
+    previous = compiler.set_executor("interpreter")
+    yield
+    compiler.set_executor(previous)
+
+
 @pytest.mark.parametrize("name,i,dtype,opset", _cases())
-def test_exported_op_matches_under_onnx_reference_and_imports_back(name, i, dtype, opset):
+def test_exported_op_matches_under_onnx_reference_and_imports_back(name, i, dtype, opset,
+                                                                   interpreted):
     sd, feeds, outs = _one_op_graph(name, i, dtype)
     ours = sd.output(feeds, *outs)
     if (name, i) in REFUSED:

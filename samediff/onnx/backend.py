@@ -107,8 +107,18 @@ def node_cases(ops: Sequence[str] | None = None) -> list:
     return cases
 
 
-def check_case(case: Any) -> str:
-    """'' when node test ``case`` passes, else why not (one line)."""
+def check_case(case: Any, executor: str | None = None) -> str:
+    """'' when node test ``case`` passes, else why not (one line). ``executor``:
+    ``"compiled"`` or ``"interpreter"`` for the run (default: the process's)."""
+    from .. import compiler
+    previous = compiler.set_executor(executor or compiler.get_executor())
+    try:
+        return _check(case)
+    finally:
+        compiler.set_executor(previous)
+
+
+def _check(case: Any) -> str:
     for inputs, expected in case.data_sets:
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
