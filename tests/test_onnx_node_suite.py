@@ -52,7 +52,7 @@ def test_the_failure_list_is_within_the_figure_and_names_real_cases():
 #: the suite checks the converters' semantics, which both executors share, and compiling the
 #: kernels of ~1,900 small graphs (many dtypes) would cost more than the rest of the suite
 #: (test_onnx_import checks compiled against interpreted runs of imported graphs)
-COMPILED_EVERY = 24
+COMPILED_EVERY = 48
 
 
 @pytest.mark.parametrize("name", NAMES)
