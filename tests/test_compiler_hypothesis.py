@@ -98,7 +98,7 @@ ATOL = {F32: 1e-6, F64: 1e-12}
 REF_SLACK = 1e-3   # how far numpy's float32 value may be from float64 by rounding alone
 #: examples per template; a soak run: ND4PY_HYPOTHESIS_EXAMPLES=2000 ND4PY_HYPOTHESIS_RANDOM=1
 #: (fresh random examples instead of the derandomized, CI-stable ones)
-EXAMPLES_PER_TEMPLATE = int(os.environ.get("ND4PY_HYPOTHESIS_EXAMPLES", "75"))
+EXAMPLES_PER_TEMPLATE = int(os.environ.get("ND4PY_HYPOTHESIS_EXAMPLES", "100"))
 DERANDOMIZE = os.environ.get("ND4PY_HYPOTHESIS_RANDOM", "") in ("", "0")
 
 

@@ -425,3 +425,78 @@ def _batch_norm(ctx, node) -> None:
 @exports("dropout")
 def _dropout(ctx, node) -> None:  # inference form: dropout is the identity
     ctx.emit("Identity", node.inputs, node.outputs)
+
+
+# -- convolutions and pooling (2-D; channels-last data and HWIO weights transposed) ----------
+
+def _pair(v) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, (int, np.integer)) else [int(a) for a in v]
+
+
+def _window_attrs(ctx, node, padding) -> dict:
+    """ONNX's ``pads``/``auto_pad`` for nd4py's padding: ints are symmetric, "same" is
+    SAME_UPPER (the odd padding after, as ND4J's and TensorFlow's SAME)."""
+    if isinstance(padding, str) and padding == "same":
+        return {"auto_pad": "SAME_UPPER"}
+    p = _pair(padding)
+    return {"pads": p + p}
+
+
+def _to_nchw(ctx, node, x: str, data_format: str) -> str:
+    if data_format.upper() in ("NCHW", "NCW", "NCDHW"):
+        return x
+    rank = ctx.rank(x)
+    return ctx.emit("Transpose", [x], perm=[0, rank - 1, *range(1, rank - 1)])[0]
+
+
+def _from_nchw(ctx, node, y: str, out: str, data_format: str) -> None:
+    if data_format.upper() in ("NCHW", "NCW", "NCDHW"):
+        ctx.emit("Identity", [y], [out])
+        return
+    rank = ctx.rank(out)
+    ctx.emit("Transpose", [y], [out], perm=[0, *range(2, rank), 1])
+
+
+@exports("conv2d")
+def _conv2d(ctx, node) -> None:
+    a = node.attrs
+    x = _to_nchw(ctx, node, node.inputs[0], a.data_format)
+    w = node.inputs[1]
+    if a.weights_format.upper() == "HWIO":
+        (w,) = ctx.emit("Transpose", [w], perm=[3, 2, 0, 1])
+    (y,) = ctx.emit("Conv", [x, w, *node.inputs[2:]], strides=_pair(a.stride),
+                    dilations=_pair(a.dilation), group=int(a.groups),
+                    **_window_attrs(ctx, node, a.padding))
+    if a.activation == "relu":
+        (y,) = ctx.emit("Relu", [y])
+    _from_nchw(ctx, node, y, node.outputs[0], a.data_format)
+
+
+@exports("max_pooling2d", "avg_pooling2d")
+def _pool2d(ctx, node) -> None:
+    a = node.attrs
+    x = _to_nchw(ctx, node, node.inputs[0], a.data_format)
+    extra = {}
+    dilation = _pair(a.dilation)
+    if node.op.name == "avg_pooling2d":
+        if dilation != [1, 1] and ctx.opset < 19:
+            raise ctx.fail(node, "a dilated average pooling needs opset 19 or later")
+        extra["count_include_pad"] = int(bool(a.count_include_pad))
+    if dilation != [1, 1]:
+        extra["dilations"] = dilation
+    onnx_op = "MaxPool" if node.op.name == "max_pooling2d" else "AveragePool"
+    (y,) = ctx.emit(onnx_op, [x], kernel_shape=_pair(a.kernel), strides=_pair(a.stride),
+                    **_window_attrs(ctx, node, a.padding), **extra)
+    _from_nchw(ctx, node, y, node.outputs[0], a.data_format)
+
+
+@exports("global_avg_pooling", "global_max_pooling")
+def _global_pool(ctx, node) -> None:
+    a = node.attrs
+    x = _to_nchw(ctx, node, node.inputs[0], a.data_format)
+    onnx_op = "GlobalAveragePool" if node.op.name == "global_avg_pooling" else "GlobalMaxPool"
+    (y,) = ctx.emit(onnx_op, [x])  # [N, C, 1, ...]
+    if a.keep_dims:
+        _from_nchw(ctx, node, y, node.outputs[0], a.data_format)
+        return
+    ctx.emit("Reshape", [y, ctx.ints([0, -1])], node.outputs)  # (0: keep N) -> [N, C]
