@@ -1,8 +1,9 @@
 """ONNX export (``sd.to_onnx``), driven by the op table: for every op with an ONNX form
 (``samediff.onnx.export.exportable``) and each of its sample rows, a graph holding that one op
-is exported (at opsets 17 and 20 where its ONNX form differs by opset), passes ``onnx.checker``'s full check (inside ``to_onnx``),
-gives nd4py's values under ``onnx.reference``, and imports back to the same values. Plus: a
-small model end to end, and the named error for ops with no ONNX form."""
+is exported (at opsets 17 and 20 where its ONNX form differs by opset), passes
+``onnx.checker``'s full check (inside ``to_onnx``), gives nd4py's values under
+``onnx.reference``, and imports back to the same values. Plus: a small model end to end,
+and the named error for ops with no ONNX form."""
 from __future__ import annotations
 
 import numpy as np
