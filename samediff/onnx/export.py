@@ -22,34 +22,17 @@ input from 18, ``ReduceSum`` from 13, as ONNX moved them), and the model passes
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import NdError
 from ..ir import VariableType
+from .exporting import EXPORTERS, ExportContext, OnnxExportError
 
 __all__ = ["to_onnx", "exportable", "OnnxExportError", "EXPORTERS", "DEFAULT_OPSET"]
 
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 13, 23
-
-
-class OnnxExportError(NdError, ValueError):
-    """A graph cannot be written as ONNX: ops with no ONNX form (every such node listed),
-    or an attribute value an exporter cannot express (the node named)."""
-
-
-#: op name -> exporter ``fn(ctx, node)``; ``ctx.emit`` writes ONNX nodes
-EXPORTERS: dict[str, Callable[["ExportContext", Any], None]] = {}
-
-
-def exports(*names: str) -> Callable[[Callable], Callable]:
-    def register(fn: Callable) -> Callable:
-        for name in names:
-            EXPORTERS[name] = fn
-        return fn
-    return register
 
 
 def exportable(op: Any) -> bool:
@@ -60,76 +43,6 @@ def exportable(op: Any) -> bool:
     """
     from . import export_ops  # noqa: F401 - fills EXPORTERS
     return (op if isinstance(op, str) else op.name) in EXPORTERS
-
-
-class ExportContext:
-    """What an exporter writes into: ONNX nodes, initializers for constants it needs."""
-
-    def __init__(self, graph: Any, opset: int) -> None:
-        self.graph = graph  # the SameDiff's ir.Graph
-        self.opset = opset
-        self.nodes: list = []
-        self.initializers: list = []
-        self._names: set[str] = set(graph.vars)
-        self._count = 0
-
-    def fresh(self, hint: str) -> str:
-        """A value name not used in the graph."""
-        while True:
-            self._count += 1
-            name = f"{hint}__{self._count}"
-            if name not in self._names:
-                self._names.add(name)
-                return name
-
-    def emit(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | int = 1,
-             **attrs: Any) -> list[str]:
-        """Write one ONNX node; ``outputs`` names, or how many fresh names to make. Returns
-        the output names."""
-        from onnx import helper
-        if isinstance(outputs, int):
-            outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs),
-                                           **{k: v for k, v in attrs.items() if v is not None}))
-        return list(outputs)
-
-    def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
-        """An initializer holding ``value``; its name."""
-        from onnx import numpy_helper
-        name = self.fresh(hint)
-        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def as_dtype(self, name: str, dtype: Any) -> str:
-        """``name``, or a ``Cast`` of it when its dtype is not ``dtype``. (A weak literal is
-        typed by its node when written: it needs no cast.)"""
-        from onnx import helper
-        var = self.graph.vars.get(name)
-        if var is not None and var.ttype.weak:
-            return name
-        if self.dtype(name) == np.dtype(dtype):
-            return name
-        return self.emit("Cast", [name], to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))[0]
-
-    def weak(self, name: str) -> bool:
-        """Whether ``name`` is a weak literal (a Python scalar typed by its node)."""
-        var = self.graph.vars.get(name)
-        return var is not None and bool(var.ttype.weak)
-
-    def ints(self, values: Sequence[int], hint: str = "ints") -> str:
-        return self.const(np.asarray(list(values), np.int64), hint=hint)
-
-    def dtype(self, name: str) -> np.dtype:
-        return np.dtype(self.graph.vars[name].ttype.dtype)
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self.graph.vars[name].ttype.shape)
-
-    def rank(self, name: str) -> int:
-        return len(self.shape(name))
-
-    def fail(self, node: Any, why: str) -> OnnxExportError:
-        return OnnxExportError(f"node {node.name!r} ({node.op.name}): {why}")
 
 
 def _tensor_type(name: str, ttype: Any) -> Any:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .export import ExportContext, exports
+from .exporting import ExportContext, exports
 
 # table op -> ONNX op of the same meaning on the same inputs, no attributes
 _SAME = {

@@ -25,6 +25,7 @@ import numpy as np
 from ..array import NDArray, bind
 from ..errors import NdError
 from ..ops import get_op
+from .dtypes import np_dtype
 from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
 
 __all__ = ["import_onnx", "NodeContext"]
@@ -91,14 +92,6 @@ def to_numpy(tensor: Any, base: str | None) -> np.ndarray:
         raise
     except Exception as exc:  # noqa: BLE001 - protobuf/numpy raise many types
         raise OnnxImportError(f"tensor {tensor.name!r}: cannot read its data ({exc})") from exc
-
-
-def np_dtype(elem_type: int) -> np.dtype:
-    from onnx import helper
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception as exc:  # noqa: BLE001
-        raise OnnxImportError(f"ONNX element type {elem_type} has no numpy dtype") from exc
 
 
 class NodeContext:
@@ -202,6 +195,11 @@ class NodeContext:
 
     def const(self, value: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(value, dtype=dtype)
+
+    def import_body(self, body: Any, inputs: Sequence[Value]) -> list[Value]:
+        """Import ONNX graph ``body`` (an ``If`` branch, a ``Loop``/``Scan`` body) in a child
+        scope of this node's graph, its inputs bound to ``inputs``; its outputs' values."""
+        return import_body(self.graph, body, inputs)
 
     def fail(self, why: str) -> OnnxImportError:
         """A named error for this node (raise it)."""

@@ -10,7 +10,6 @@ import numpy as np
 from ...control.cond import cond
 from ...control.loops import scan
 from ...control.while_loop import while_loop
-from ..importer import import_body
 from ..table import converter
 
 
@@ -31,12 +30,12 @@ def _if(node):
     pred = node.input(0)
     then_g, else_g = node.attr("then_branch"), node.attr("else_branch")
     if isinstance(pred, np.ndarray):  # known now: import only the branch taken
-        return tuple(import_body(node.graph, then_g if bool(pred.reshape(-1)[0]) else else_g,
+        return tuple(node.import_body(then_g if bool(pred.reshape(-1)[0]) else else_g,
                                  []))
     if node.rank(pred) != 0:
         pred = node.op("reshape", pred, shape=())
-    out = cond(pred, lambda: _plain(import_body(node.graph, then_g, [])),
-               lambda: _plain(import_body(node.graph, else_g, [])))
+    out = cond(pred, lambda: _plain(node.import_body(then_g, [])),
+               lambda: _plain(node.import_body(else_g, [])))
     return tuple(_concrete(v) for v in (out if isinstance(out, (tuple, list)) else (out,)))
 
 
@@ -100,7 +99,7 @@ def _scan_core(node, body, states, xs, in_axes, in_dirs, out_axes, out_dirs):
         moved.append(x)
 
     def step(carry, x):
-        got = import_body(node.graph, body, [*carry, *x])
+        got = node.import_body(body, [*carry, *x])
         return tuple(got[:n_state]), tuple(got[n_state:])
     final, ys = scan(step, tuple(states), tuple(moved))
     outs = [_concrete(v) for v in final]
@@ -139,7 +138,7 @@ def _loop(node):
 
     def advance(carry):
         i, go, *vs = carry
-        got = import_body(node.graph, body, [i, go, *vs])
+        got = node.import_body(body, [i, go, *vs])
         go_out = got[0]
         if node.rank(go_out) != 0:
             go_out = node.op("reshape", go_out, shape=())
@@ -162,7 +161,7 @@ def _loop_as_scan(node, body, trip, keep_going, carried, n_scan):
 
     def step(carry, _):
         i, *vs = carry
-        got = import_body(node.graph, body, [i, np.asarray(True), *vs])
+        got = node.import_body(body, [i, np.asarray(True), *vs])
         go_out = got[0]
         if not (isinstance(go_out, np.ndarray) and bool(go_out.reshape(-1)[0])):
             raise node.fail("a Loop with scan outputs whose body may stop early is not "

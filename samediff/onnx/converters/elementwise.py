@@ -82,7 +82,7 @@ def _where(node):
 
 @converter("Cast")
 def _cast(node):
-    from ..importer import np_dtype
+    from ..dtypes import np_dtype
     to = node.attr("to")
     return node.op("cast", node.input(0), dtype=np_dtype(to))
 

@@ -180,7 +180,7 @@ def _eye_like(node):
     shape = _static_shape(node, x, "EyeLike")
     if len(shape) != 2:
         raise node.fail(f"EyeLike needs a 2-D input, got shape {shape}")
-    from ..importer import np_dtype
+    from ..dtypes import np_dtype
     to = node.attr("dtype")
     dtype = node.dtype(x) if to is None else np_dtype(to)
     # the value depends only on the (static) shape: a constant

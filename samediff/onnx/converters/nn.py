@@ -611,7 +611,7 @@ def _saturate(node, v, dtype: np.dtype):
 
 @converter("QuantizeLinear", since=(10, 13, 21, 25))
 def _quantize(node):
-    from ..importer import np_dtype
+    from ..dtypes import np_dtype
     x, scale, zp = node.input(0), node.input(1), node.input(2)
     axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
     if zp is not None:
@@ -637,7 +637,7 @@ def _quantize(node):
 
 @converter("DequantizeLinear", since=(10, 13, 21, 23))
 def _dequantize(node):
-    from ..importer import np_dtype
+    from ..dtypes import np_dtype
     x, scale, zp = node.input(0), node.input(1), node.input(2)
     if node.dtype(x) not in _QRANGE and node.dtype(x) != np.int32:
         raise node.fail(f"dequantization of {node.dtype(x)} is not supported")

@@ -330,7 +330,7 @@ def _attention(node):
     qk_out = scores if mode == 2 else qk
     precision = node.attr("softmax_precision")
     if precision is not None:
-        from ..importer import np_dtype
+        from ..dtypes import np_dtype
         scores = node.op("cast", scores, dtype=np_dtype(int(precision)))
     probs = node.op("softmax", scores, dim=-1)
     if bias is not None:  # a row with every key masked out gives zeros, not NaN
