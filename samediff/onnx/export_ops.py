@@ -7,22 +7,7 @@ import math
 import numpy as np
 
 from .exporting import ExportContext, exports
-
-# table op -> ONNX op of the same meaning on the same inputs, no attributes
-_SAME = {
-    "abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "ceil": "Ceil",
-    "floor": "Floor", "sin": "Sin", "cos": "Cos", "tan": "Tan", "asin": "Asin", "acos": "Acos",
-    "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh",
-    "atanh": "Atanh", "tanh": "Tanh", "sigmoid": "Sigmoid", "erf": "Erf", "sign": "Sign",
-    "reciprocal": "Reciprocal", "logical_not": "Not", "softsign": "Softsign",
-    "softplus": "Softplus", "isnan": "IsNaN", "identity": "Identity",
-    "round_half_even": "Round", "stop_gradient": "Identity",
-    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "maximum": "Max",
-    "minimum": "Min", "eq": "Equal", "lt": "Less", "lte": "LessOrEqual", "gt": "Greater",
-    "gte": "GreaterOrEqual", "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor",
-    "where": "Where",
-}
-
+from .same_ops import SAME_BACK
 
 #: ONNX ops whose inputs must share one type, which is not the result's (comparisons), must
 #: be bool (logic), float (IsNaN), or pass as they are; the rest compute in their result's type
@@ -59,7 +44,7 @@ def _same(onnx_op: str):
     return export
 
 
-for _op, _onnx in _SAME.items():
+for _op, _onnx in SAME_BACK.items():
     exports(_op)(_same(_onnx))
 
 

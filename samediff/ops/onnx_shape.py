@@ -19,8 +19,8 @@ import numpy as np
 from .call import op
 from .families import REQUIRED, normalize_axis
 from .registry import NONDIFF, Attr, TensorType, define
-from .shape_ops import _int_indices, _like
-from .slicing import _scatter_check, _scatter_infer
+from .shape_ops import _like
+from .slicing import _scatter_args, _scatter_infer
 
 _I64 = np.dtype(np.int64)
 
@@ -95,16 +95,8 @@ def _scatter_reduce_infer(types: list[TensorType], a: Any) -> TensorType:
 
 
 def _scatter_reduce(ref, indices, updates, *, reduction):
-    ref, idx, upd = np.asarray(ref), _int_indices(indices), np.asarray(updates)
-    _scatter_check(ref.shape, idx.shape, upd.shape, ref.dtype, upd.dtype)
-    n = ref.shape[0]
-    flat = idx.reshape(-1)
-    if flat.size and (flat.min() < -n or flat.max() >= n):
-        raise IndexError(f"indices must be in [-{n}, {n}) for ref of shape {ref.shape}, "
-                         f"got values in [{flat.min()}, {flat.max()}]")
-    rows = np.broadcast_to(upd, idx.shape + ref.shape[1:]).reshape((flat.size,) + ref.shape[1:])
-    out = ref.copy()
-    _REDUCE[reduction].at(out, flat % n if flat.size else flat, rows)  # duplicates combine
+    out, rows_at, rows = _scatter_args(ref, indices, updates)  # (checked as scatter_add's)
+    _REDUCE[reduction].at(out, rows_at, rows)  # duplicates combine
     return out
 
 

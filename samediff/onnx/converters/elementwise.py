@@ -4,24 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops import get_op
+from ..same_ops import SAME
 from ..table import converter
-
-# ONNX op type -> table op, for ops that are one table op of one input
-_UNARY = {
-    "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Ceil": "ceil",
-    "Floor": "floor", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
-    "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
-    "Atanh": "atanh", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Sign": "sign",
-    "Reciprocal": "reciprocal", "Not": "logical_not", "Softsign": "softsign",
-    "Softplus": "softplus", "IsNaN": "isnan", "Relu": "relu", "Mish": "mish",
-    "Identity": "identity", "Round": "round_half_even",
-}
-_BINARY = {
-    "Add": "add", "Sub": "sub", "Mul": "mul", "Equal": "eq", "Less": "lt", "Greater": "gt",
-    "LessOrEqual": "lte", "GreaterOrEqual": "gte", "And": "logical_and", "Or": "logical_or",
-    "Xor": "logical_xor",
-}
-
 
 def _unary(op: str):
     def convert(node):
@@ -35,10 +20,8 @@ def _binary(op: str):
     return convert
 
 
-for _onnx, _op in _UNARY.items():
-    converter(_onnx)(_unary(_op))
-for _onnx, _op in _BINARY.items():
-    converter(_onnx)(_binary(_op))
+for _onnx, _op in SAME.items():
+    converter(_onnx)((_unary if get_op(_op).inputs == ("x",) else _binary)(_op))
 
 
 @converter("Div")
