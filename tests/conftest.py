@@ -48,3 +48,18 @@ def _executor(request):
     previous = compiler.set_executor(wanted)
     yield
     compiler.set_executor(previous)
+
+
+@pytest.fixture
+def split_calls(monkeypatch):
+    """The outer-loop extents ``workers.split_leading`` was called with (0: run whole), in
+    order, while the test runs (the calls still run)."""
+    from samediff.kernels import workers
+    calls: list[int] = []
+    real = workers.split_leading
+
+    def spy(kernel, n, *args):
+        calls.append(n)
+        real(kernel, n, *args)
+    monkeypatch.setattr(workers, "split_leading", spy)
+    return calls

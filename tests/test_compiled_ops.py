@@ -417,16 +417,8 @@ def test_chain_of_three_random_ops_is_one_kernel(seed: int, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("row", [False, True], ids=["elementwise", "rowwise"])
-def test_parallel_kernels_match_serial_interpreter(row: bool, monkeypatch) -> None:
+def test_parallel_kernels_match_serial_interpreter(row: bool, split_calls) -> None:
     """Above PARALLEL_THRESHOLD elements the kernel runs on two halves of its outer loop."""
-    from samediff.kernels import workers
-    splits = []
-    real = workers.split_leading
-
-    def spy(kernel, n, *args):
-        splits.append(n)
-        real(kernel, n, *args)
-    monkeypatch.setattr(workers, "split_leading", spy)
     rng = np.random.default_rng(5)
     n = cplan.PARALLEL_THRESHOLD + 77
     x = rng.uniform(-3, 3, (n // 129 + 1, 129)).astype(np.float32)
@@ -440,5 +432,5 @@ def test_parallel_kernels_match_serial_interpreter(row: bool, monkeypatch) -> No
     steps = fused_steps(plan)
     assert len(steps) == 1 and steps[0].kernels is not None and len(plan.steps) == 1
     assert isinstance(steps[0], cplan.RowStep) == row
-    assert x.shape[0] in splits, "the kernel did not run on two halves"
+    assert x.shape[0] in split_calls, "the kernel did not run on two halves"
     np.testing.assert_allclose(got, want, rtol=4e-6, atol=1e-6)

@@ -340,20 +340,13 @@ def test_driver_runs_reshape_like_view_ops_as_reshape_and_keeps_other_views_as_c
     assert transposes and all(f"reshape(O{k})" not in source for k in transposes), source
 
 
-def test_a_large_group_runs_its_kernel_on_two_halves_bit_for_bit(monkeypatch):
+def test_a_large_group_runs_its_kernel_on_two_halves_bit_for_bit(monkeypatch, split_calls):
     """At ``PARALLEL_THRESHOLD`` elements and two outer iterations, a group's one kernel runs
     on two halves of its outer loop (``workers.split_leading``), not as a Numba ``prange``
     twin (a module holds no parallel kernel); the halves' results equal the whole call's bit
     for bit, for a flat group, a broadcast one and a row-wise one. (The threshold is lowered:
     the path is the same at any size.)"""
-    from samediff.kernels import workers
-    splits = []
-    real = workers.split_leading
-
-    def spy(kernel, n, *args):
-        splits.append(n)
-        real(kernel, n, *args)
-    monkeypatch.setattr(workers, "split_leading", spy)
+    splits = split_calls
     rng = np.random.default_rng(3)
     x = nd.create(rng.standard_normal((17, 9)).astype(np.float32))
     b = nd.create(rng.standard_normal(9).astype(np.float32))
