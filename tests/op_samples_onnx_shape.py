@@ -82,6 +82,30 @@ def _constant_of_shape_ref(shape, *, value, dtype):
     return np.array([value] * int(np.prod(dims, dtype=np.int64)), dtype=dtype).reshape(dims)
 
 
+def _shape_of_ref(x):
+    return np.array([len(x)] + list(np.shape(x[0]) if len(x) else ()), np.int64) \
+        if np.ndim(x) else np.zeros(0, np.int64)
+
+
+def _reshape_to_ref(x, shape, *, allowzero):
+    """ONNX Reshape by its rules: 0 copies (unless allowzero), one -1 takes what is left."""
+    dims = [int(d) for d in shape]
+    if not allowzero:
+        dims = [np.shape(x)[i] if d == 0 else d for i, d in enumerate(dims)]
+    if -1 in dims:
+        known = 1
+        for d in dims:
+            known *= d if d != -1 else 1
+        dims[dims.index(-1)] = x.size // known
+    flat = [x.reshape(-1)[k] for k in range(x.size)]  # row-major order, element by element
+    return np.array(flat, dtype=x.dtype).reshape(dims)
+
+
+def _expand_to_ref(x, shape):
+    """Broadcasting by multiplication with ones of the target shape (numpy's two-way rule)."""
+    return x * np.ones([int(d) for d in shape], dtype=x.dtype)
+
+
 def onnx_shape_samples(S) -> dict:
     """The rows of every op of samediff/ops/onnx_shape.py (``S`` is ``op_samples.Sample``)."""
     x3 = np.array([[1, 0, 2], [0, 0, 3]], np.float64)
@@ -116,6 +140,23 @@ def onnx_shape_samples(S) -> dict:
               dtype_attr="dtype", dynamic_refuses=True),  # an empty array
             S([idx([], np.int64)], {"value": 0.5}, _constant_of_shape_ref, dtype_attr="dtype",
               dynamic_refuses=True),  # a 0-d array
+        ],
+        "shape_of": [
+            S([u(2, 3, 4)], {}, _shape_of_ref, dtypes=_NUMERIC, out_dtype="int64"),
+            S([u(5)], {}, _shape_of_ref, out_dtype="int64"),
+        ],
+        # (a shape vector of unknown length gives an unknown rank: refused)
+        "reshape_to": [
+            S([u(2, 3, 4), idx([0, -1])], {}, _reshape_to_ref, dtypes=_NUMERIC,
+              dynamic_refuses=True),
+            S([u(2, 6), idx([3, 2, 2])], {"allowzero": True}, _reshape_to_ref,
+              dynamic_refuses=True),
+            S([u(4, 3), idx([-1])], {}, _reshape_to_ref, dynamic_refuses=True),
+        ],
+        "expand_to": [
+            S([u(3, 1), idx([2, 1, 4])], {}, _expand_to_ref, dtypes=_NUMERIC,
+              dynamic_refuses=True),
+            S([u(2, 3), idx([3])], {}, _expand_to_ref, dynamic_refuses=True),
         ],
         "scatter_reduce": [
             S([pos(5, 3), idx([1, 3, 1]), pos(3, 3)], {"reduction": "mul"},

@@ -115,13 +115,28 @@ def _reshape_by_input():
                   [helper.make_tensor_value_info("y", F32, [3, 4])])
 
 
-def test_a_shape_fed_as_a_graph_input_is_named_and_can_be_made_static():
-    with pytest.raises(OnnxStaticInputError, match="'shape'.*static_inputs") as info:
-        import_onnx(_reshape_by_input())
-    assert info.value.input_name == "shape"
-    sd = import_onnx(_reshape_by_input(), static_inputs={"shape": [3, 4]})
+def test_a_reshape_target_fed_as_a_graph_input_is_read_at_run_time():
+    sd = import_onnx(_reshape_by_input())
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
-    np.testing.assert_array_equal(sd.output({"x": x}, "y")["y"].numpy(), x.reshape(3, 4))
+    for target in ([3, 4], [4, -1], [0, 6]):  # (0 copies the input's dim)
+        got = sd.output({"x": x, "shape": np.array(target, np.int64)}, "y")["y"].numpy()
+        np.testing.assert_array_equal(got, x.reshape([2 if t == 0 else t for t in target]))
+
+
+def _squeeze_by_input():
+    return _model([helper.make_node("Squeeze", ["x", "axes"], ["y"])],
+                  [helper.make_tensor_value_info("x", F32, [2, 1, 3]),
+                   helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+                  [helper.make_tensor_value_info("y", F32, [2, 3])])
+
+
+def test_a_value_needed_at_import_is_named_and_can_be_made_static():
+    with pytest.raises(OnnxStaticInputError, match="'axes'.*static_inputs") as info:
+        import_onnx(_squeeze_by_input())
+    assert info.value.input_name == "axes"
+    sd = import_onnx(_squeeze_by_input(), static_inputs={"axes": [1]})
+    x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    np.testing.assert_array_equal(sd.output({"x": x}, "y")["y"].numpy(), x.reshape(2, 3))
     assert [p.name for p in sd.placeholders()] == ["x"]
 
 

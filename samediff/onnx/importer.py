@@ -247,8 +247,11 @@ class GraphImport:
         return found
 
     def fresh_name(self, name: str) -> str | None:
-        """``name`` if the graph may take it (unused, no ':'), else None (an automatic name)."""
-        if not name or ":" in name or self.sd.has_variable(name):
+        """``name`` for a graph variable (':', which the graph uses for the outputs of
+        multi-output ops, written '_': PyTorch's ``onnx::Conv_31`` is ``onnx__Conv_31``),
+        or None (an automatic name) when it is empty or taken."""
+        name = name.replace(":", "_") if name else name
+        if not name or self.sd.has_variable(name):
             return None
         return name
 

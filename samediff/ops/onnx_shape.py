@@ -194,3 +194,56 @@ define("constant_of_shape", ["shape"], _constant_of_shape_infer, _constant_of_sh
        doc="An array of the shape held by the 1-D integer tensor ``shape`` (read at run "
            "time), filled with ``value`` (ONNX ``ConstantOfShape``; ``full`` takes the shape "
            "as an attribute).")
+
+
+# --- run-time shapes: shape_of, reshape_to, expand_to ---------------------------------------
+# An exported model computes shapes from shapes (``x.view(x.size(0), -1)`` is Shape -> Gather
+# -> Concat -> Reshape): with a run-time batch dim those values exist only at run time.
+
+define("shape_of", ["x"], lambda t, a: TensorType((t[0].rank,), _I64),
+       lambda x: np.asarray(np.shape(x), np.int64), method=False, namespace="shape",
+       grad=NONDIFF,
+       doc="The shape of ``x`` as a 1-D int64 array, read at run time (ONNX ``Shape``).")
+
+
+def _shape_vector(t: TensorType, what: str) -> int:
+    if t.dtype.kind not in "iu" or t.rank != 1 or t.shape[0] < 0:
+        raise ValueError(f"{what} must be a 1-D integer tensor of known length, got "
+                         f"{t.dtype}{list(t.shape)}")
+    return t.shape[0]
+
+
+def _reshape_to_dims(x_shape: tuple, target: Any, allowzero: bool) -> tuple:
+    dims = [int(d) for d in np.asarray(target).reshape(-1)]
+    if not allowzero:  # 0 copies the input's dim at that position
+        dims = [x_shape[i] if d == 0 and i < len(x_shape) else d for i, d in enumerate(dims)]
+    return tuple(dims)
+
+
+define("reshape_to", ["x", "shape"],
+       lambda t, a: _like(t[0], (-1,) * _shape_vector(t[1], "shape")),
+       lambda x, shape, *, allowzero: np.reshape(
+           x, _reshape_to_dims(np.shape(x), shape, allowzero)),
+       attrs={"allowzero": (Attr.BOOL, False)}, method=False, namespace="shape",
+       value_shaped=True, view=True,
+       grad=lambda ins, outs, gs, a: [op.reshape_like(gs[0], ins[0]), None],
+       doc="``x`` reshaped to the shape held by the 1-D integer tensor ``shape``, read at run "
+           "time: -1 is inferred, 0 copies the input's dim unless ``allowzero`` (ONNX "
+           "``Reshape``; ``reshape`` takes the shape as an attribute).")
+
+
+def _expand_shape(x_shape: tuple, target: Any) -> tuple:
+    dims = [int(d) for d in np.asarray(target).reshape(-1)]
+    rank = max(len(x_shape), len(dims))
+    a = (1,) * (rank - len(x_shape)) + tuple(x_shape)
+    b = (1,) * (rank - len(dims)) + tuple(dims)
+    return tuple(np.broadcast_shapes(a, b))
+
+
+define("expand_to", ["x", "shape"],
+       lambda t, a: _like(t[0], (-1,) * max(t[0].rank, _shape_vector(t[1], "shape"))),
+       lambda x, shape: np.array(np.broadcast_to(x, _expand_shape(np.shape(x), shape))),
+       method=False, namespace="shape", value_shaped=True,
+       grad=lambda ins, outs, gs, a: [op.reduce_to_like(gs[0], ins[0]), None],
+       doc="``x`` broadcast against the shape held by the 1-D integer tensor ``shape``, read "
+           "at run time (numpy's two-way broadcast: ONNX ``Expand``).")

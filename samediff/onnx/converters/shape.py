@@ -29,31 +29,40 @@ def _shape(node):
     dims = shape[start:end]
     if all(d >= 0 for d in dims):
         return np.asarray(dims, np.int64)
-    raise node.fail("the shape of a value with run-time dims is not supported yet")
+    # a run-time dim (a dynamic batch): the shape is read when the graph runs
+    full = node.op("shape_of", x)
+    if (start, end) == (0, rank):
+        return full
+    return node.op("slice", full, begin=(start,), size=(max(end - start, 0),))
 
 
 @converter("Size")
 def _size(node):
-    shape = node.shape(node.input(0))
+    x = node.input(0)
+    shape = node.shape(x)
     if all(d >= 0 for d in shape):
         return np.asarray(math.prod(shape), np.int64)
-    raise node.fail("the size of a value with run-time dims is not supported yet")
+    return node.op("prod", node.op("shape_of", x))  # (read when the graph runs)
 
 
 @converter("Reshape", since=(1, 5))
 def _reshape(node):
     x = node.input(0)
-    target = (node.attr("shape") if node.opset < 5 else node.static_ints(1, "shape"))
     allowzero = node.attr("allowzero", 0)
+    if node.opset >= 5 and not isinstance(node.input(1), np.ndarray):
+        # a target computed when the graph runs (from a run-time Shape): reshape then
+        return node.op("reshape_to", x, node.input(1), allowzero=bool(allowzero))
+    target = (node.attr("shape") if node.opset < 5 else node.static_ints(1, "shape"))
     shape = node.shape(x)
     dims = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
-            if shape[i] < 0:
-                raise node.fail("a 0 (copy) dim over a run-time dim is not supported yet")
             dims.append(shape[i])
         else:
             dims.append(int(d))
+    if sum(d < 0 for d in dims) > 1:  # a copied run-time dim and a -1: resolved at run time
+        return node.op("reshape_to", x, np.asarray(target, np.int64),
+                       allowzero=bool(allowzero))
     return node.op("reshape", x, shape=tuple(dims))
 
 
@@ -132,25 +141,27 @@ def _gather(node):
     size = node.shape(x)[axis]
     if isinstance(idx, np.ndarray) and size >= 0:
         idx = np.where(idx < 0, idx + size, idx).astype(np.int64)
-    elif size < 0 or node.dtype(idx).kind != "u":
-        dim = size if size >= 0 else None
-        if dim is None:
-            raise node.fail("Gather with run-time indices along a run-time dim is not "
-                            "supported yet")
-        neg = node.op("lt", idx, np.zeros((), node.dtype(idx)))
-        idx = node.op("where", neg, node.op("add", idx, np.asarray(dim, node.dtype(idx))), idx)
+    elif node.dtype(idx).kind != "u":  # negative indices count from the end
+        itype = node.dtype(idx)
+        dim = (np.asarray(size, itype) if size >= 0 else  # (a run-time dim: read it then)
+               node.op("cast", node.op("gather", node.op("shape_of", x),
+                                       np.asarray(axis, np.int64), axis=0), dtype=itype))
+        neg = node.op("lt", idx, np.zeros((), itype))
+        idx = node.op("where", neg, node.op("add", idx, dim), idx)
     return node.op("gather", x, idx, axis=axis)
 
 
 @converter("Expand", since=8)
 def _expand(node):
     x = node.input(0)
+    if not isinstance(node.input(1), np.ndarray):  # a target computed at run time
+        return node.op("expand_to", x, node.input(1))
     target = node.static_ints(1, "shape")
     shape = node.shape(x)
     rank = max(len(shape), len(target))
     full = (1,) * (rank - len(shape)) + tuple(shape)
     target = (1,) * (rank - len(target)) + tuple(target)
     out = tuple(max(a, b) if a >= 0 else (b if b != 1 else -1) for a, b in zip(full, target))
-    if any(d < 0 for d in out):
-        raise node.fail("Expand over run-time dims is not supported yet")
+    if any(d < 0 for d in out):  # a run-time dim of x: broadcast when the graph runs
+        return node.op("expand_to", x, np.asarray(target, np.int64))
     return node.op("broadcast_to", x, shape=out)
