@@ -19,6 +19,10 @@ os.environ.setdefault("ND4PY_BLAS", "private")
 from samediff import compiler
 
 
+#: model files and the script that writes them where torch is installed: data, not tests
+collect_ignore_glob = ["data/*"]
+
+
 def pytest_configure(config):
     if getattr(config.option, "dist", None) == "load":
         # ``-n auto`` (pytest-xdist) hands each worker a quarter of the tests up front and

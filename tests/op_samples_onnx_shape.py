@@ -142,19 +142,19 @@ def onnx_shape_samples(S) -> dict:
               dynamic_refuses=True),  # a 0-d array
         ],
         "shape_of": [
-            S([u(2, 3, 4)], {}, _shape_of_ref, dtypes=_NUMERIC, out_dtype="int64"),
+            S([iv(2, 3, 4)], {}, _shape_of_ref, dtypes=_NUMERIC, out_dtype="int64"),
             S([u(5)], {}, _shape_of_ref, out_dtype="int64"),
         ],
         # (a shape vector of unknown length gives an unknown rank: refused)
         "reshape_to": [
-            S([u(2, 3, 4), idx([0, -1])], {}, _reshape_to_ref, dtypes=_NUMERIC,
+            S([iv(2, 3, 4), idx([0, -1])], {}, _reshape_to_ref, dtypes=_NUMERIC,
               dynamic_refuses=True),
             S([u(2, 6), idx([3, 2, 2])], {"allowzero": True}, _reshape_to_ref,
               dynamic_refuses=True),
             S([u(4, 3), idx([-1])], {}, _reshape_to_ref, dynamic_refuses=True),
         ],
         "expand_to": [
-            S([u(3, 1), idx([2, 1, 4])], {}, _expand_to_ref, dtypes=_NUMERIC,
+            S([iv(3, 1), idx([2, 1, 4])], {}, _expand_to_ref, dtypes=_NUMERIC,
               dynamic_refuses=True),
             S([u(2, 3), idx([3])], {}, _expand_to_ref, dynamic_refuses=True),
         ],
