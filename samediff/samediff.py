@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from .errors import GraphError
 from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
+from .onnx_methods import OnnxMethods
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
 from .execution import check_feed, run_graph, typed_plan
@@ -192,7 +193,7 @@ class _Recorder(GraphRecorder):
         return self.sd._handle(name)
 
 
-class SameDiff(ControlFlowMethods):
+class SameDiff(ControlFlowMethods, OnnxMethods):
     """A define-and-run computation graph (ND4J's ``SameDiff``): a façade over a graph IR
     (``self.graph``, ``samediff/ir.py``), the handles it gave out, its losses and its training
     state. Create with ``SameDiff.create()``."""
@@ -722,24 +723,6 @@ class SameDiff(ControlFlowMethods):
         return cls.load(path, load_updater_state)
 
     fromFlatFile = from_flat_file
-
-    @staticmethod
-    def import_onnx(model: Any, *, trainable: bool = False,
-                    static_inputs: Mapping[str, Any] | None = None) -> "SameDiff":
-        """An ONNX model (a path, bytes or ``onnx.ModelProto``) as a SameDiff graph
-        (``samediff.onnx.import_onnx``; needs ``pip install 'nd4py[onnx]'``). ND4J's importer
-        is ``OnnxFrameworkImporter.runImport``; here also ``SameDiff.importOnnx``."""
-        from .onnx import import_onnx
-        return import_onnx(model, trainable=trainable, static_inputs=static_inputs)
-
-    importOnnx = import_onnx
-
-    def to_onnx(self, path: Any = None, *, opset: int = 17,
-                outputs: "Sequence[str] | None" = None) -> Any:
-        """This graph as an ONNX model (``samediff.onnx.export.to_onnx``), written to ``path``
-        when given; an ``OnnxExportError`` lists every node whose op has no ONNX form."""
-        from .onnx.export import to_onnx
-        return to_onnx(self, path, opset=opset, outputs=outputs)
 
     # -- models are values: pickle and deepcopy go through the file format ----------------
     def __reduce__(self) -> tuple:

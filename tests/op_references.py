@@ -388,7 +388,14 @@ def one_hot_ref(indices, *, depth, axis=-1, on=1.0, off=0.0, dtype=None):
     return build(shape, lambda i: on if item(indices, i[:ax] + i[ax + 1:]) == i[ax] else off)
 
 
+#: how a scatter combines the value there with an update (one element at a time)
+_SCATTER_COMBINE = {"add": lambda a, b: a + b, "update": lambda a, b: b,
+                    "mul": lambda a, b: a * b, "max": max, "min": min}
+
+
 def scatter_ref(mode):
+    combine = _SCATTER_COMBINE[mode]
+
     def ref(ref_, indices, updates):
         out = np.array(ref_, dtype=object)
         upd = np.broadcast_to(updates, indices.shape + ref_.shape[1:])
@@ -396,8 +403,7 @@ def scatter_ref(mode):
         for k in np.ndindex(*indices.shape):
             row = int(indices[k]) % n
             for j in np.ndindex(*ref_.shape[1:]):
-                v = upd[k + j].item()
-                out[(row,) + j] = out[(row,) + j] + v if mode == "add" else v
+                out[(row,) + j] = combine(out[(row,) + j], upd[k + j].item())
         return np.array(out.tolist())
     return ref
 

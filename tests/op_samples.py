@@ -796,6 +796,5 @@ for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D poolin
                      ("op_samples_sequence", "sequence_samples"),  # embedding, attention...
                      ("op_samples_recurrent", "recurrent_samples"),  # LSTM, GRU, RNN layers
                      ("op_samples_onnx_math", "onnx_math_samples"),  # ops ONNX import needs
-                     ("op_samples_onnx_shape", "onnx_shape_samples"),
-                     ("op_samples_onnx_nn", "onnx_nn_samples")):
+                     ("op_samples_onnx_shape", "onnx_shape_samples")):
     _load_rows(_module, _fn)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 try:  # rootdir-relative import (tests/ is not a package) ...
-    from op_references import idx, iv, pos, u
+    from op_references import idx, iv, pos, scatter_ref, u
 except ImportError:  # ... or tests/ became one
-    from .op_references import idx, iv, pos, u
+    from .op_references import idx, iv, pos, scatter_ref, u
 
 _NUMERIC = ("float32", "float64", "int32", "int64")
 
@@ -54,16 +54,7 @@ def _unique_ref(x, *, sorted, axis):
 
 def _scatter_reduce_ref(ref_, indices, updates, *, reduction):
     """Fold every update row into its target row, one element at a time."""
-    out = np.array(ref_, dtype=object)
-    upd = np.broadcast_to(updates, indices.shape + ref_.shape[1:])
-    n = ref_.shape[0]
-    for k in np.ndindex(*indices.shape):
-        row = int(indices[k]) % n
-        for j in np.ndindex(*ref_.shape[1:]):
-            a, b = out[(row,) + j], upd[k + j].item()
-            out[(row,) + j] = a * b if reduction == "mul" else (
-                max(a, b) if reduction == "max" else min(a, b))
-    return out.astype(np.asarray(ref_).dtype)
+    return scatter_ref(reduction)(ref_, indices, updates).astype(np.asarray(ref_).dtype)
 
 
 def _range_ref(start, limit, delta):

@@ -29,14 +29,15 @@ __all__ = ["run", "feeding", "node_cases", "check_case", "sweep"]
 def run(model: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
     """Import ``model`` and run it on ``inputs`` (in the order of its graph inputs that are
     not initializers); the outputs in the graph's order."""
-    proto, _ = load_model(model)
+    proto, base = load_model(model)
+    source = model if base is not None else proto  # (a file: its external data beside it)
     names = [vi.name for vi in proto.graph.input
              if vi.name not in {t.name for t in proto.graph.initializer}]
     feeds = dict(zip(names, inputs))
     static: dict[str, Any] = {}
     while True:
         try:
-            sd = import_onnx(model, static_inputs=static)
+            sd = import_onnx(source, static_inputs=static)  # (parsed once)
             break
         except OnnxStaticInputError as exc:
             needed = [n for n in feeding(proto, exc.input_name) if n in feeds]

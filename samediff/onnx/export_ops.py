@@ -289,10 +289,8 @@ def _gather(ctx, node) -> None:
 
 @exports("slice")
 def _slice(ctx, node) -> None:
-    shape = ctx.shape(node.inputs[0])
     begin, size = list(node.attrs.begin), list(node.attrs.size)
     ends = [np.iinfo(np.int64).max if s < 0 else b + s for b, s in zip(begin, size)]
-    assert len(begin) == len(shape)
     ctx.emit("Slice", [node.inputs[0], ctx.ints(begin), ctx.ints(ends)], node.outputs)
 
 

@@ -193,9 +193,6 @@ class NodeContext:
         ins = [self.graph.materialize(x) for x in inputs]
         return self.graph.sd._record(op, ins, attrs, None)
 
-    def const(self, value: Any, dtype: Any = None) -> np.ndarray:
-        return np.asarray(value, dtype=dtype)
-
     def import_body(self, body: Any, inputs: Sequence[Value]) -> list[Value]:
         """Import ONNX graph ``body`` (an ``If`` branch, a ``Loop``/``Scan`` body) in a child
         scope of this node's graph, its inputs bound to ``inputs``; its outputs' values."""

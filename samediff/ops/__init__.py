@@ -7,7 +7,7 @@ are imported by the modules whose gradient rules use them).
 from . import adjoints, attention, creation, elementwise, fft, linalg, nn, random_ops  # noqa: F401
 from . import recurrent, reductions, sequence, shape_ops, slicing, train_mode  # noqa: F401
 from . import cnn, cnn_depthwise, cnn_layout, cnn_lrn, cnn_pooling, cnn_volumetric  # noqa: F401
-from . import onnx_math, onnx_nn, onnx_shape  # noqa: F401
+from . import onnx_math, onnx_shape  # noqa: F401
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table
 

@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...array import NDArray
 from ...control.cond import cond
 from ...control.loops import scan
 from ...control.while_loop import while_loop
 from ..table import converter
 
 
-def _plain(values):
-    """Body results as the control-flow tracers take them (numpy arrays stay constants)."""
-    return tuple(values)
-
-
 def _concrete(value):
     """A numpy array for an eager (folded) result of a control-flow op, else the value."""
-    if hasattr(value, "numpy") and not hasattr(value, "rename") and type(value).__name__ == "NDArray":
-        return np.asarray(value.numpy())
-    return value
+    return np.asarray(value.numpy()) if type(value) is NDArray else value
 
 
 @converter("If", since=(1, 11, 13, 16, 19, 21, 23))
@@ -30,12 +24,11 @@ def _if(node):
     pred = node.input(0)
     then_g, else_g = node.attr("then_branch"), node.attr("else_branch")
     if isinstance(pred, np.ndarray):  # known now: import only the branch taken
-        return tuple(node.import_body(then_g if bool(pred.reshape(-1)[0]) else else_g,
-                                 []))
+        return tuple(node.import_body(then_g if bool(pred.reshape(-1)[0]) else else_g, []))
     if node.rank(pred) != 0:
         pred = node.op("reshape", pred, shape=())
-    out = cond(pred, lambda: _plain(node.import_body(then_g, [])),
-               lambda: _plain(node.import_body(else_g, [])))
+    out = cond(pred, lambda: tuple(node.import_body(then_g, [])),
+               lambda: tuple(node.import_body(else_g, [])))
     return tuple(_concrete(v) for v in (out if isinstance(out, (tuple, list)) else (out,)))
 
 
