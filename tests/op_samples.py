@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -774,7 +775,8 @@ SAMPLES["pad_grad"] = [
 ]
 
 
-# Some families keep their rows in files of their own; each exports ``<fn>(S) -> rows``.
+# Some families keep their rows in files of their own: ``op_samples_<family>.py`` exports
+# ``<family>_samples(S) -> rows``.
 def _load_rows(module: str, fn: str) -> None:
     try:  # rootdir-relative import (tests/ is not a package) ...
         rows = importlib.import_module(module)
@@ -789,12 +791,7 @@ SAMPLES["split_like"] = [
     S([iv(5, 2), iv(2, 2), iv(3, 2)], {}, split_like_ref, dtypes=NUMERIC),
     S([u(3, 2), u(3, 2)], {"axis": -2}, split_like_ref),
 ]
-for _module, _fn in (("op_samples_cnn", "cnn_samples"),  # conv1d/2d, 2-D pooling
-                     ("op_samples_cnn_layout", "cnn_layout_samples"),  # 1-D/3-D/global
-                     ("op_samples_cnn_more_conv", "more_conv_samples"),  # conv3d, deconv...
-                     ("op_samples_control", "control_samples"),  # ops with sub-graphs (cond)
-                     ("op_samples_sequence", "sequence_samples"),  # embedding, attention...
-                     ("op_samples_recurrent", "recurrent_samples"),  # LSTM, GRU, RNN layers
-                     ("op_samples_onnx_math", "onnx_math_samples"),  # ops ONNX import needs
-                     ("op_samples_onnx_shape", "onnx_shape_samples")):
-    _load_rows(_module, _fn)
+# every other ``op_samples_<family>.py`` beside this file, in name order
+for _module in sorted(p.stem for p in pathlib.Path(__file__).parent.glob("op_samples_*.py")):
+    if _module != "op_samples_fft":
+        _load_rows(_module, _module.removeprefix("op_samples_") + "_samples")

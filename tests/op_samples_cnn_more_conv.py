@@ -1,6 +1,6 @@
 """Samples of ``conv3d``, ``deconv2d``, ``deconv3d``, ``depthwise_conv2d``,
 ``separable_conv2d`` and their helper ops (``samediff/ops/cnn_volumetric.py``,
-``cnn_depthwise.py``), added to ``op_samples.SAMPLES`` by ``more_conv_samples(Sample)``.
+``cnn_depthwise.py``), added to ``op_samples.SAMPLES`` by ``cnn_more_conv_samples(Sample)``.
 
 References are written from the definitions with explicit Python loops over positions and
 kernel taps, in any number of spatial dims: a convolution *gathers* -- output ``o`` of an
@@ -202,7 +202,7 @@ def separable_conv2d_ref(x, dw, pw, b=None, *, stride, padding, dilation, data_f
 
 # --- the rows -------------------------------------------------------------------------------------
 
-def more_conv_samples(S) -> dict:
+def cnn_more_conv_samples(S) -> dict:
     """The rows of these ops: op name -> samples (``S`` is ``op_samples.Sample``)."""
     SAMPLES: dict = {}
     cl3 = {"data_format": "NDHWC"}
