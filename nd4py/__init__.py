@@ -27,7 +27,8 @@ from samediff.dtypes import (BOOL, BYTE, COMPLEX64, COMPLEX128, DOUBLE, FLOAT, H
                              INT, LONG, SHORT, UBYTE, UINT16, UINT32, UINT64, bool_, complex64,
                              complex128, float16, float32, float64, int8, int16, int32, int64,
                              nd4j_name, to_dtype, uint8)
-from samediff.dtypes import refused as _refused, unsupported as _unsupported
+from samediff.dtypes import refused as _refused, storage_types as _storage_types, \
+    unsupported as _unsupported
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
 from samediff.ir import did_you_mean as _did_you_mean
@@ -118,8 +119,10 @@ nrand = random.randn
 
 
 class _DataType:
-    """ND4J's ``DataType`` enum: ``nd.DataType.FLOAT`` is ``nd.FLOAT`` (a numpy dtype). Types
-    nd4py does not support (``BFLOAT16``, ``UTF8``, ``COMPRESSED``...) raise ``NdDTypeError``."""
+    """ND4J's ``DataType`` enum: ``nd.DataType.FLOAT`` is ``nd.FLOAT`` (a numpy dtype);
+    ``BFLOAT16`` and the float8/4-bit types are storage types when ml_dtypes is installed
+    (``samediff.dtypes``). Types nd4py does not support (``UTF8``, ``COMPRESSED``...) raise
+    ``NdDTypeError``."""
 
     BOOL, BYTE, UBYTE, SHORT, INT, LONG = BOOL, BYTE, UBYTE, SHORT, INT, LONG
     UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE = UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE
@@ -130,6 +133,8 @@ class _DataType:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
+        if name.lower() in _storage_types():  # BFLOAT16, FLOAT8_E4M3FN...: with ml_dtypes
+            return _storage_types()[name.lower()]
         if _refused(name):
             raise _unsupported(name, f"DataType.{name}: ")
         raise NdDTypeError(f"DataType.{name}: data type {name} is not supported (no strings, "
@@ -154,6 +159,8 @@ def __getattr__(name: str) -> Any:
     """Every op of the table is a top-level function: ``nd.exp(x)``, ``nd.concat([a, b])``."""
     if name.startswith("_"):
         raise AttributeError(name)
+    if name.lower() in _storage_types():  # nd.BFLOAT16, nd.bfloat16 (storage types: dtypes.py)
+        return _storage_types()[name.lower()]
     try:
         fn = getattr(_ALL_OPS, name)
     except AttributeError:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .array import NDArray
-from .dtypes import SUPPORTED, unsupported
+from .dtypes import is_supported, unsupported
 
 __all__ = ["from_dlpack"]
 
@@ -43,7 +43,7 @@ def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> ND
         if dtype is not None and "dtype" in str(exc).lower():
             raise unsupported(dtype, "from_dlpack: ") from exc
         raise
-    if data.dtype not in SUPPORTED:
+    if not is_supported(data.dtype):
         raise unsupported(data.dtype, "from_dlpack: ")
     return NDArray(data)
 

@@ -49,10 +49,57 @@ _BY_NAME = {
     "bool": BOOL, "complex64": COMPLEX64, "complex128": COMPLEX128,
 }
 _ND4J_NAME = {v: k.upper() for k, v in _BY_NAME.items()}
+#: The compute types: every op takes them.
 SUPPORTED = frozenset(_BY_NAME.values())
-#: Types users ask for that nd4py refuses on purpose, and why (numpy has no native bfloat16).
+
+#: Storage types (ml_dtypes' numpy extension types, when it is installed -- the ``onnx`` extra
+#: brings it): arrays, placeholders, constants and saved graphs hold them, ``cast`` converts to
+#: and from them, and ``identity`` passes them on. Other ops refuse them by name (cast to FLOAT
+#: to compute): numpy has no arithmetic of its own for them and the kernels none at all. The
+#: ONNX importer computes on them this way (widen, compute, round back), as ONNX runtimes do.
+STORAGE_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                 "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2",
+                 "uint2")
+_storage: dict[str, np.dtype] | None = None
+
+
+def storage_types() -> dict[str, np.dtype]:
+    """name -> dtype of the storage types this machine has (empty without ml_dtypes). The
+    import (~0.15 s) happens on first use, not with nd4py's."""
+    global _storage
+    if _storage is None:
+        try:
+            import ml_dtypes
+        except ImportError:
+            _storage = {}
+        else:
+            _storage = {n: np.dtype(getattr(ml_dtypes, n)) for n in STORAGE_NAMES
+                        if hasattr(ml_dtypes, n)}
+    return _storage
+
+
+def is_storage(dt: Any) -> bool:
+    """Whether ``dt`` is a storage type (an ml_dtypes type; never imports it)."""
+    return getattr(getattr(dt, "type", None), "__module__", "") == "ml_dtypes"
+
+
+def is_supported(dt: np.dtype) -> bool:
+    """A compute or a storage type."""
+    return dt in SUPPORTED or is_storage(dt)
+
+
+def storage_compute_type(dt: np.dtype) -> np.dtype:
+    """The compute type a storage type widens to exactly: FLOAT for the floats, BYTE/UBYTE
+    for the 4- and 2-bit integers."""
+    name = dt.name
+    if name.startswith("uint"):
+        return UBYTE
+    return BYTE if name.startswith("int") else FLOAT
+
+
+#: Types users ask for that nd4py refuses on purpose, and why.
 _REFUSED = {
-    "bfloat16": "not supported (numpy has no native bfloat16; use HALF or FLOAT)",
+    "bfloat16": "a storage type that needs the ml_dtypes package (pip install ml_dtypes)",
 }
 
 
@@ -70,7 +117,10 @@ def refused(name: str) -> bool:
 def unsupported(dt: Any, where: str = "", hint: str = "") -> NdDTypeError:
     """The error for an unsupported type ``dt``: which it is, why (if known), what is supported."""
     name = str(dt)
-    reason = next((w for k, w in _REFUSED.items() if k in name.lower()), "not supported")
+    if name.lower() in STORAGE_NAMES and storage_types():
+        reason = "a storage type, which this cannot take (cast it to FLOAT first)"
+    else:
+        reason = next((w for k, w in _REFUSED.items() if k in name.lower()), "not supported")
     return NdDTypeError(f"{where}data type {name} is {reason}; supported: {supported_names()}{hint}")
 
 
@@ -80,6 +130,8 @@ def to_dtype(value: Any) -> np.dtype:
         dt = value
     elif isinstance(value, str) and value.lower() in _BY_NAME:
         dt = _BY_NAME[value.lower()]
+    elif isinstance(value, str) and value.lower() in storage_types():
+        dt = storage_types()[value.lower()]
     elif isinstance(value, str) and refused(value):
         raise unsupported(value)
     else:
@@ -88,7 +140,7 @@ def to_dtype(value: Any) -> np.dtype:
         except TypeError as exc:
             raise NdDTypeError(f"unknown data type {value!r}; use e.g. nd.FLOAT, 'float32', "
                                f"np.int64; supported: {supported_names()}") from exc
-    if dt not in SUPPORTED:
+    if dt not in SUPPORTED and not is_storage(dt):
         raise unsupported(dt)
     return dt
 
@@ -99,7 +151,7 @@ def nd4j_name(dt: np.dtype) -> str:
 
 
 def is_float(dt: np.dtype) -> bool:
-    return dt.kind == "f"
+    return dt.kind == "f" and not is_storage(dt)
 
 
 def is_int(dt: np.dtype) -> bool:

@@ -50,7 +50,7 @@ from typing import IO, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from .dtypes import to_dtype
+from .dtypes import is_storage, to_dtype
 from .atomic_file import write_atomically
 from .errors import (CorruptFileError, FormatVersionError, NdError, SerializationError,
                      TrainingError, UnknownOpError, UnsafeFileError)
@@ -139,7 +139,14 @@ def _write_zip(f: IO[bytes], text: str, arrays: list, compression: int) -> None:
         zf.writestr(GRAPH_JSON, text)
         for member, arr in arrays:
             with zf.open(member, "w", force_zip64=True) as out:
-                np.save(out, arr, allow_pickle=False)
+                np.save(out, _npy_storable(arr), allow_pickle=False)
+
+
+def _npy_storable(arr: np.ndarray) -> np.ndarray:
+    """``arr``, or the bits of a storage type (bfloat16, float8...), which .npy cannot name,
+    as unsigned integers of the same width; graph.json names the type, and loading views the
+    bits back as it."""
+    return arr.view(f"u{arr.dtype.itemsize}") if is_storage(arr.dtype) else arr
 
 
 def _to_document(sd: TrainableModel, save_updater_state: bool) -> tuple[dict, list]:
@@ -554,14 +561,16 @@ def _read_array(zf: zipfile.ZipFile, member: str, name: str, ttype: TensorType,
     if dtype.hasobject:
         raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({member}) holds "
                               f"Python objects (dtype {dtype}); refusing to unpickle it")
-    if dtype.newbyteorder("=") != ttype.dtype or shape != ttype.shape:
+    stored = np.dtype(f"u{ttype.dtype.itemsize}") if is_storage(ttype.dtype) else ttype.dtype
+    if dtype.newbyteorder("=") != stored or shape != ttype.shape:
         raise bad(f"holds {TensorType(shape, dtype)}, but the graph declares {ttype}")
     if info.file_size != header_size + nbytes:
         raise bad(f"declares {info.file_size} bytes, but its {header_size}-byte .npy header and "
                   f"{ttype} make {header_size + nbytes}; the file is damaged")
     with _reading_member(bad), zf.open(info) as f:
         arr = np.lib.format.read_array(f, allow_pickle=False)  # reads exactly nbytes of data
-    return arr.astype(ttype.dtype, copy=False)  # native byte order
+    arr = arr.astype(stored, copy=False)  # native byte order
+    return arr.view(ttype.dtype) if stored != ttype.dtype else arr
 
 
 def _read_npy_header(f: IO[bytes], bad: Callable[[str], CorruptFileError]

@@ -95,7 +95,7 @@ def test_eager_bad_attributes(call, pattern):
     lambda: nd.zeros(2, dtype="floaty"),
     lambda: nd.to_dtype("floaty"),
     lambda: nd.create([1, 2], dtype="quad"),
-    lambda: nd.create([1, 2], dtype="bfloat16"),
+    lambda: nd.create([1, 2], dtype="bfloat17"),
     lambda: SameDiff.create().placeholder("p", "floaty", 2),
 ])
 def test_bad_dtype_names(call):

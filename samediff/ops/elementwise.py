@@ -279,7 +279,7 @@ unary("stop_gradient", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"(
 # ONNX's Identity (and any importer's): the values as they are, in a fresh array; the gradient
 # flows through unchanged
 unary("identity", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"({x})", exact=True,
-      grad=lambda x, y, g, a: g, namespace="base",
+      grad=lambda x, y, g, a: g, namespace="base", storage=True,
       doc="The identity: a copy of ``x`` (ONNX's ``Identity``); the gradient passes through.")
 unary("angle", np.angle, unfused="complex argument (atan2 of the parts); complex values are "
       "not fused",
@@ -542,7 +542,7 @@ def _cast_infer(types: list[TensorType], attrs) -> TensorType:
 # in a kernel the store into the node's dtype is the conversion; the autodiff engine casts the
 # gradient back to the input's dtype
 define("cast", ["x"], _cast_infer, lambda x, *, dtype: np.asarray(x).astype(dtype),
-       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base",
+       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base", storage=True,
        elementwise=True, scalar=lambda e, x: x, exact=True,
        grad=lambda ins, outs, gs, a: [gs[0]],
        doc="Convert to another data type (numpy ``astype`` semantics).")

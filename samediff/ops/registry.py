@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..dtypes import to_dtype
+from ..dtypes import is_storage, to_dtype
 from ..errors import NdDTypeError, OpError, OpIndexError
 
 
@@ -284,6 +284,8 @@ class OpDef:
                                      # slicing...): in-place updates through it write through
     shape_adjoint: bool = False      # sums/broadcasts/reshapes input 0 to input 1's shape: the
                                      # identity when input 0 already has the result's type
+    storage: bool = False            # takes storage types (bfloat16, float8... see dtypes.py):
+                                     # cast, identity; every other op refuses them by name
     # -- fused code generation (read by samediff.compiler) --
     scalar: Callable[..., str] | None = None  # one element as source: scalar(e, *inputs)
     exact: bool = False              # ``scalar`` does numpy's IEEE operations in numpy's order:
@@ -453,6 +455,13 @@ class OpDef:
 
     def _infer_uncached(self, types: Sequence[TensorType], attrs: Any) -> list[TensorType]:
         self.check_arity(len(types))
+        if not self.storage:
+            stored = [t.dtype for t in types if is_storage(t.dtype)]
+            if stored:
+                raise NdDTypeError(
+                    f"{self.name}: {stored[0]} is a storage type: nd4py keeps and converts it "
+                    f"but does not compute on it; cast to float32 first (x.castTo('float32')) "
+                    f"(inputs: {describe(types)})")
         try:
             out = self.infer(list(types), attrs)
         except OpError:

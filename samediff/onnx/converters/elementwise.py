@@ -66,13 +66,29 @@ def _where(node):
 @converter("Cast")
 def _cast(node):
     from ..dtypes import np_dtype
-    to = node.attr("to")
-    return node.op("cast", node.input(0), dtype=np_dtype(to))
+    return _cast_to(node, node.input(0), np_dtype(node.attr("to")))
 
 
 @converter("CastLike", since=15)
 def _cast_like(node):
-    return node.op("cast", node.input(0), dtype=node.dtype(node.input(1)))
+    return _cast_to(node, node.input(0), node.dtype(node.input(1)))
+
+
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def _cast_to(node, x, dtype: np.dtype):
+    """ONNX's Cast: numpy's conversion, except that float8 targets saturate by default
+    (``saturate=1``: out-of-range values and infinities become the largest finite value of
+    the sign; NaN stays NaN) and float8_e8m0 rounds its exponent by ``round_mode``."""
+    if dtype.name == "float8_e8m0fnu":
+        raise node.fail("casting to float8_e8m0fnu (an exponent-only scale type) is not "
+                        "supported; cast to float8_e4m3fn or float16 instead")
+    if dtype.name in _FLOAT8 and node.attr("saturate", 1) and node.dtype(x) != np.bool_:
+        import ml_dtypes
+        top = float(ml_dtypes.finfo(dtype).max)
+        x = node.op("clip_by_value", x, clip_min=-top, clip_max=top)
+    return node.op("cast", x, dtype=dtype)
 
 
 @converter("Clip", since=(1, 11))

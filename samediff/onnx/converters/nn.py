@@ -577,8 +577,12 @@ def _static_shape(node, x) -> tuple[int, ...]:
 
 # --- quantization ---------------------------------------------------------------------------------
 
-_QRANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
-           np.dtype(np.uint16): (0, 65535), np.dtype(np.int16): (-32768, 32767)}
+_QRANGE = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
+           "int16": (-32768, 32767), "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3),
+           "int2": (-2, 1)}  # (by name: the 4- and 2-bit ones are ml_dtypes' types)
+_FLOAT_QUANT = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                "float4_e2m1fn")
+_QUANT_NAMES = ", ".join((*_QRANGE, *_FLOAT_QUANT))
 
 
 def _per_axis(node, p, x, axis: int, block: int):
@@ -600,10 +604,7 @@ def _per_axis(node, p, x, axis: int, block: int):
 
 def _saturate(node, v, dtype: np.dtype):
     """``v`` (float, already rounded) clipped to ``dtype``'s range and cast to it."""
-    if dtype not in _QRANGE:
-        raise node.fail(f"quantization to {dtype} is not supported (uint8, int8, uint16, "
-                        f"int16 are; numpy has no 2/4-bit or float8 types)")
-    lo, hi = _QRANGE[dtype]
+    lo, hi = _QRANGE[dtype.name]
     fdt = node.dtype(v)
     v = node.op("minimum", node.op("maximum", v, np.asarray(lo, fdt)), np.asarray(hi, fdt))
     return node.op("cast", v, dtype=dtype)
@@ -620,13 +621,21 @@ def _quantize(node):
         out = np_dtype(int(node.attr("output_dtype")))
     else:
         out = np.dtype(np.uint8)
-    if out not in _QRANGE:
-        raise node.fail(f"quantization to {out} is not supported (uint8, int8, uint16, int16 "
-                        f"are; numpy has no 2/4-bit or float8 types)")
+    if out.name not in _QRANGE and out.name not in _FLOAT_QUANT:
+        raise node.fail(f"quantization to {out} is not supported ({_QUANT_NAMES} are)")
     precision = node.attr("precision")
     fdt = np_dtype(int(precision)) if precision else node.dtype(scale)
     scale = _per_axis(node, scale, x, axis, block)
     xf = node.op("div", node.op("cast", x, dtype=fdt), node.op("cast", scale, dtype=fdt))
+    if out.name in _FLOAT_QUANT:  # float targets: the cast rounds (float8: zero point 0)
+        if out.name.startswith("float4") and zp is not None:
+            xf = node.op("add", xf, node.op("cast", _per_axis(node, zp, x, axis, block),
+                                            dtype=fdt))
+        if out.name.startswith("float8") and node.attr("saturate", 1):
+            import ml_dtypes
+            top = float(ml_dtypes.finfo(out).max)
+            xf = node.op("clip_by_value", xf, clip_min=-top, clip_max=top)
+        return node.op("cast", xf, dtype=out)
     # round half to even, then the zero point, in float64 (exact for every int16 value)
     q = node.op("cast", node.op("round_half_even", xf), dtype=np.float64)
     if zp is not None:
@@ -639,8 +648,10 @@ def _quantize(node):
 def _dequantize(node):
     from ..dtypes import np_dtype
     x, scale, zp = node.input(0), node.input(1), node.input(2)
-    if node.dtype(x) not in _QRANGE and node.dtype(x) != np.int32:
-        raise node.fail(f"dequantization of {node.dtype(x)} is not supported")
+    name = node.dtype(x).name
+    if name not in _QRANGE and name not in _FLOAT_QUANT and name != "int32":
+        raise node.fail(f"dequantization of {name} is not supported ({_QUANT_NAMES}, int32 "
+                        f"are)")
     axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
     xf = node.op("cast", x, dtype=np.float32)
     if zp is not None:
