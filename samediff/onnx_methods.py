@@ -11,12 +11,14 @@ class OnnxMethods:
 
     @staticmethod
     def import_onnx(model: Any, *, trainable: bool = False,
-                    static_inputs: Mapping[str, Any] | None = None) -> Any:
+                    static_inputs: Mapping[str, Any] | None = None,
+                    sequence_inputs: Mapping[str, Any] | None = None) -> Any:
         """An ONNX model (a path, bytes or ``onnx.ModelProto``) as a SameDiff graph
         (``samediff.onnx.import_onnx``; needs ``pip install 'nd4py[onnx]'``). ND4J's importer
         is ``OnnxFrameworkImporter.runImport``; here also ``SameDiff.importOnnx``."""
         from .onnx import import_onnx
-        return import_onnx(model, trainable=trainable, static_inputs=static_inputs)
+        return import_onnx(model, trainable=trainable, static_inputs=static_inputs,
+                           sequence_inputs=sequence_inputs)
 
     importOnnx = import_onnx
 

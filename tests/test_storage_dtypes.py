@@ -55,3 +55,25 @@ def test_storage_constants_save_and_load_bit_for_bit(tmp_path):
         assert got.dtype == v.dtype and got.tobytes() == v.tobytes()
     feed = np.array([1.0, -3.0], ml_dtypes.float8_e5m2)
     assert back.output({"p": feed}, y.name)[y.name].numpy().tolist() == [1.0, -3.0]
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_onnx_cast_to_float8_e8m0_matches_the_reference_bit_for_bit(mode, saturate):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from samediff.onnx.backend import run
+    x = np.array([0, 1, 1.5, 3, 0.75, -2.5, 1e-40, 3e38, np.inf, -np.inf, np.nan, 2.0 ** 127,
+                  1.5 * 2.0 ** 127, 1.0000001, 0.9999999, 6e-39, 1.5 * 2.0 ** -126], np.float32)
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, saturate=saturate,
+                            round_mode=mode)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [len(x)])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT8E8M0, [len(x)])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = run(model, [x])[0]
+    assert onnx is not None and got.dtype == want.dtype
+    assert got.view(np.uint8).tolist() == want.view(np.uint8).tolist()

@@ -5,7 +5,8 @@
 """
 from __future__ import annotations
 
-from .importer import import_onnx
+from .importer import import_onnx, import_with_outputs
 from .table import OnnxImportError, OnnxStaticInputError, supported
 
-__all__ = ["import_onnx", "OnnxImportError", "OnnxStaticInputError", "supported"]
+__all__ = ["import_onnx", "import_with_outputs", "OnnxImportError", "OnnxStaticInputError",
+           "supported"]

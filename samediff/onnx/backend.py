@@ -20,35 +20,81 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .importer import import_onnx, load_model
+from ..dtypes import is_storage
+from .importer import element_name, import_with_outputs, load_model
 from .table import OnnxStaticInputError
 
 __all__ = ["run", "feeding", "node_cases", "check_case", "sweep"]
 
 
-def run(model: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
+def run(model: Any, inputs: Sequence[Any]) -> list[Any]:
     """Import ``model`` and run it on ``inputs`` (in the order of its graph inputs that are
-    not initializers); the outputs in the graph's order."""
+    not initializers); the outputs in the graph's order. A sequence is a list of arrays (in
+    and out), an empty optional None; the sequences' lengths (and an optional's emptiness)
+    are passed to the import from the values fed."""
     proto, base = load_model(model)
     source = model if base is not None else proto  # (a file: its external data beside it)
-    names = [vi.name for vi in proto.graph.input
-             if vi.name not in {t.name for t in proto.graph.initializer}]
-    feeds = dict(zip(names, inputs))
+    initializers = {t.name for t in proto.graph.initializer}
+    given = [vi for vi in proto.graph.input if vi.name not in initializers]
+    feeds = {vi.name: x for vi, x in zip(given, inputs)}
     static: dict[str, Any] = {}
+    layouts: dict[str, Any] = {}
+    for vi, x in zip(given, inputs):
+        _structure(vi.name, vi.type, x, static, layouts)
     while True:
         try:
-            sd = import_onnx(source, static_inputs=static)  # (parsed once)
+            sd, where = import_with_outputs(source, static_inputs=static,
+                                            sequence_inputs=layouts)  # (parsed once)
             break
         except OnnxStaticInputError as exc:
             needed = [n for n in feeding(proto, exc.input_name) if n in feeds]
             if not needed or all(n in static for n in needed):
                 raise
             static.update({n: feeds[n] for n in needed})
-    outputs = [vo.name for vo in proto.graph.output]
     placeholders = {p.name for p in sd.placeholders()}
-    got = sd.output({k: np.asarray(v) for k, v in feeds.items() if k in placeholders},
-                    *outputs)
-    return [np.asarray(got[name].numpy()) for name in outputs]
+    fed: dict[str, np.ndarray] = {}
+    for name, x in feeds.items():
+        for k, v in ([(element_name(name, i), e) for i, e in enumerate(x)]
+                     if isinstance(x, list) else [(name, x)] if x is not None else []):
+            if k in placeholders:
+                fed[k] = np.asarray(v)
+    wanted = _names(list(where.values()))
+    got = sd.output(fed, *wanted) if wanted else {}
+
+    def rebuild(at: Any) -> Any:
+        if at is None or isinstance(at, str):
+            return None if at is None else np.asarray(got[at].numpy())
+        return [rebuild(a) for a in at]
+    return [rebuild(where[vo.name]) for vo in proto.graph.output]
+
+
+def _structure(name: str, tp: Any, value: Any, static: dict[str, Any],
+               layouts: dict[str, Any]) -> None:
+    """What the import needs to know of fed value ``value`` of a non-tensor graph input: an
+    optional fed None is empty (a static input), a sequence's length (its element shapes
+    when the model declares none)."""
+    kind = tp.WhichOneof("value")
+    if kind == "optional_type":
+        if value is None:
+            static[name] = None
+            return
+        tp = tp.optional_type.elem_type
+        kind = tp.WhichOneof("value")
+    if kind == "sequence_type" and isinstance(value, list):
+        elem = tp.sequence_type.elem_type.tensor_type
+        layouts[name] = (len(value) if elem.HasField("shape")
+                         else [np.shape(e) for e in value])
+
+
+def _names(where: list) -> list[str]:
+    """The variable names in ``import_with_outputs``'s output layout, flattened."""
+    out: list[str] = []
+    for at in where:
+        if isinstance(at, str):
+            out.append(at)
+        elif at is not None:
+            out += _names(at)
+    return out
 
 
 def feeding(model: Any, name: str) -> list[str]:
@@ -124,14 +170,14 @@ def _check(case: Any) -> str:
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                got = run(case.model, inputs)
+                got = run(case.model, [_array(x) for x in inputs])
         except Exception as exc:  # noqa: BLE001 - the sweep reports every cause
             return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        for k, (g, want) in enumerate(zip(got, expected)):
-            if hasattr(want, "raw_data"):  # (an expected output given as a TensorProto)
-                from onnx import numpy_helper
-                want = numpy_helper.to_array(want)
-            want = np.asarray(want)
+        pairs, why = _pair_outputs(got, expected)
+        if why:
+            return why
+        for k, g, want in pairs:
+            want = np.asarray(_array(want))
             if want.dtype == object or g.dtype == object:
                 if not np.array_equal(g, want):
                     return f"output {k}: values differ"
@@ -140,10 +186,49 @@ def _check(case: Any) -> str:
                 return f"output {k}: dtype {g.dtype}, expected {want.dtype}"
             if g.shape != want.shape:
                 return f"output {k}: shape {g.shape}, expected {want.shape}"
+            if is_storage(want.dtype):  # (bfloat16, float8...: compared as the values they hold)
+                g, want = g.astype(np.float64), want.astype(np.float64)
             if not np.allclose(g, want, rtol=case.rtol, atol=case.atol, equal_nan=True):
                 err = np.max(np.abs(g.astype(np.float64) - want.astype(np.float64)))
                 return f"output {k}: values differ (max |err| {err:.3g})"
     return ""
+
+
+def _pair_outputs(got: list, expected: list) -> tuple[list[tuple[Any, Any, Any]], str]:
+    """The (label, got, expected) tensor pairs to compare -- a sequence output element by
+    element (labelled ``k[i]``), an optional by its content -- or why the outputs' structures
+    differ (a sequence's length, an optional empty on one side only)."""
+    pairs: list[tuple[Any, Any, Any]] = []
+
+    def kind(v: Any) -> str:
+        return ("an empty optional" if v is None else
+                f"a sequence of {len(v)}" if isinstance(v, list) else "a tensor")
+
+    def walk(label: Any, g: Any, want: Any) -> str:
+        if g is None or want is None or isinstance(g, list) or isinstance(want, list):
+            if kind(g) != kind(want):
+                return f"output {label}: {kind(g)}, expected {kind(want)}"
+            for i, (a, b) in enumerate(zip(g or [], want or [])):
+                why = walk(f"{label}[{i}]", a, b)
+                if why:
+                    return why
+            return ""
+        pairs.append((label, g, want))
+        return ""
+    for k, (g, want) in enumerate(zip(got, expected)):
+        why = walk(k, g, want)
+        if why:
+            return pairs, why
+    return pairs, ""
+
+
+def _array(value: Any) -> Any:
+    """A test value given as a ``TensorProto`` (the suite's files) as an array (bfloat16,
+    float8 and 4-bit values as ml_dtypes arrays); anything else as it is."""
+    if hasattr(value, "raw_data"):
+        from onnx import numpy_helper
+        return numpy_helper.to_array(value)
+    return value
 
 
 def sweep(ops: Sequence[str] | None = None) -> dict[str, str]:

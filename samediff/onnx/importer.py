@@ -13,7 +13,11 @@ walks the nodes in order and lets each converter (``table.py``) record table ops
   ``Shape -> Gather -> Concat -> Reshape`` on static shapes folds to a constant target;
 * graph outputs keep their ONNX names (``sd.output(feeds, "logits")``).
 
-Values are either an ``SDVariable`` (computed at run time) or a numpy array (known now).
+Values are either an ``SDVariable`` (computed at run time) or a numpy array (known now) --
+or, for ONNX's non-tensor types, an ``OnnxSequence`` (a ``seq(tensor)`` whose length is known
+at import, its elements values of the two kinds) or an ``OnnxOptional`` (holding a value, a
+sequence, or nothing). Sequence-typed graph inputs and outputs are one graph variable per
+element, named ``<name>.<i>`` (``element_name``); their lengths are set at import.
 """
 from __future__ import annotations
 
@@ -23,14 +27,72 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..array import NDArray, bind
+from ..dtypes import is_storage, storage_compute_type
 from ..errors import NdError
 from ..ops import get_op
 from .dtypes import np_dtype
 from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
 
-__all__ = ["import_onnx", "NodeContext"]
+__all__ = ["import_onnx", "import_with_outputs", "NodeContext", "OnnxSequence",
+           "OnnxOptional", "element_name"]
 
-Value = Any  # SDVariable | np.ndarray
+Value = Any  # SDVariable | np.ndarray (| OnnxSequence | OnnxOptional where a node allows them)
+
+
+class OnnxSequence:
+    """An ONNX ``seq(tensor)`` value during import: a fixed number of elements (each an
+    ``SDVariable`` or a numpy array) and the element ``dtype`` (kept for an empty sequence).
+    Immutable: the sequence converters build new ones, so a value bound to one ONNX name never
+    changes under another."""
+
+    __slots__ = ("items", "dtype")
+
+    def __init__(self, items: Sequence[Value] = (), dtype: Any = None) -> None:
+        self.items = tuple(items)
+        if dtype is None and self.items:
+            dtype = self.items[0].dtype
+        self.dtype = None if dtype is None else np.dtype(dtype)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def __getitem__(self, i: int) -> Value:
+        return self.items[i]
+
+    def __repr__(self) -> str:
+        return f"OnnxSequence(<{len(self.items)} x {self.dtype}>)"
+
+
+class OnnxOptional:
+    """An ONNX ``optional(...)`` value during import: ``value`` is a tensor value or an
+    ``OnnxSequence``, or None for an empty optional (whether it is empty is known at import)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value = None) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"OnnxOptional({self.value!r})"
+
+
+def element_name(name: str, i: int) -> str:
+    """The graph variable of element ``i`` of sequence ``name`` (a graph input or output):
+    ``name.i``, e.g. ``"seq.0"``."""
+    return f"{name}.{i}"
+
+
+def describe_value(value: Value) -> str:
+    """'a sequence of 3 tensor(s)', 'an empty optional'... for error messages."""
+    if isinstance(value, OnnxSequence):
+        return f"a sequence of {len(value)} tensor(s)"
+    if isinstance(value, OnnxOptional):
+        return ("an empty optional" if value.value is None
+                else f"an optional holding {describe_value(value.value)}")
+    return "a tensor"
 
 
 def _onnx() -> Any:
@@ -94,6 +156,10 @@ def to_numpy(tensor: Any, base: str | None) -> np.ndarray:
         raise OnnxImportError(f"tensor {tensor.name!r}: cannot read its data ({exc})") from exc
 
 
+_UNWRAP = ("SequenceAt or ConcatFromSequence give a sequence's tensors, OptionalGetElement "
+           "an optional's")
+
+
 class NodeContext:
     """What a converter sees of one ONNX node: its inputs as values, its attributes, and
     ``op(...)`` to record (or, on constants, evaluate) a table op."""
@@ -142,7 +208,17 @@ class NodeContext:
         return any(a.name == name for a in self.node.attribute)
 
     def input(self, i: int) -> Value | None:
-        """Input ``i``'s value, or None when it is omitted (absent or an empty name)."""
+        """Input ``i``'s value (a tensor: an ``SDVariable`` or an array), or None when it is
+        omitted (absent or an empty name); a sequence or optional there is a named error."""
+        value = self.any_input(i)
+        if isinstance(value, (OnnxSequence, OnnxOptional)):
+            raise self.fail(f"input {i} ({self.node.input[i]!r}) is {describe_value(value)}, "
+                            f"where this op needs a tensor ({_UNWRAP})")
+        return value
+
+    def any_input(self, i: int) -> Value | None:
+        """Input ``i``'s value of any kind -- a tensor, an ``OnnxSequence`` or an
+        ``OnnxOptional`` -- or None when it is omitted (for the ops that take sequences)."""
         if i >= len(self.node.input) or not self.node.input[i]:
             return None
         return self.graph.value(self.node.input[i], self)
@@ -185,6 +261,12 @@ class NodeContext:
         """Record table op ``name`` on ``inputs`` (arrays become constants), or evaluate it
         now when every input is an array: returns a value, or a tuple for several outputs."""
         op = get_op(name)
+        for k, x in enumerate(inputs):
+            if isinstance(x, (OnnxSequence, OnnxOptional)):
+                raise self.fail(f"operand {k} of table op {name!r} is {describe_value(x)}, "
+                                f"where a tensor is needed ({_UNWRAP})")
+        if not op.storage and any(is_storage(self.dtype(x)) for x in inputs):
+            return self._widened(op, inputs, attrs)
         if all(isinstance(x, np.ndarray) for x in inputs) and not op.random:
             out = bind(op, [NDArray(x) for x in inputs], attrs)
             if isinstance(out, tuple):
@@ -192,6 +274,20 @@ class NodeContext:
             return np.asarray(out.numpy())
         ins = [self.graph.materialize(x) for x in inputs]
         return self.graph.sd._record(op, ins, attrs, None)
+
+    def _widened(self, op: Any, inputs: Sequence[Value], attrs: dict) -> Any:
+        """``op`` on storage-typed values (bfloat16, float8, int4...), as ONNX runtimes compute
+        them: each widened exactly to its compute type (float32, int8), the op run there, and
+        the results of that type rounded back to the inputs' storage type."""
+        stored = next(self.dtype(x) for x in inputs if is_storage(self.dtype(x)))
+        wide = storage_compute_type(stored)
+        ins = [self.op("cast", x, dtype=storage_compute_type(self.dtype(x)))
+               if is_storage(self.dtype(x)) else x for x in inputs]
+        out = self.op(op.name, *ins, **attrs)
+
+        def narrow(v: Value) -> Value:
+            return self.op("cast", v, dtype=stored) if self.dtype(v) == wide else v
+        return tuple(narrow(v) for v in out) if isinstance(out, tuple) else narrow(out)
 
     def import_body(self, body: Any, inputs: Sequence[Value]) -> list[Value]:
         """Import ONNX graph ``body`` (an ``If`` branch, a ``Loop``/``Scan`` body) in a child
@@ -233,6 +329,9 @@ class GraphImport:
 
     def materialize(self, value: Value) -> Any:
         """A graph variable for ``value`` (a constant for an array, made once per array)."""
+        if isinstance(value, (OnnxSequence, OnnxOptional)):
+            raise OnnxImportError(f"{describe_value(value)} cannot be one graph variable: "
+                                  f"only tensors can ({_UNWRAP})")
         if not isinstance(value, np.ndarray):
             return value
         if self.parent is not None:  # (one constant per array, made in the outermost graph)
@@ -253,8 +352,8 @@ class GraphImport:
         return name
 
 
-def _value_info_shape(vi: Any) -> tuple[np.dtype, tuple[int, ...]]:
-    t = vi.type.tensor_type
+def _tensor_shape(t: Any) -> tuple[np.dtype, tuple[int, ...]]:
+    """A ``TypeProto.Tensor``'s dtype and dims (-1 where symbolic or unknown)."""
     dtype = np_dtype(t.elem_type)
     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
     return dtype, dims
@@ -291,14 +390,25 @@ def check_supported(nodes: Sequence[Any], opsets: Mapping[str, int]) -> None:
 
 
 def import_onnx(model: Any, *, trainable: bool = False,
-                static_inputs: Mapping[str, Any] | None = None) -> Any:
+                static_inputs: Mapping[str, Any] | None = None,
+                sequence_inputs: Mapping[str, Any] | None = None) -> Any:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a ``SameDiff``.
 
     Placeholders are the model's inputs (symbolic dims are ``-1``), graph outputs keep
     their ONNX names, initializers become constants (float ones trainable variables with
     ``trainable=True``, so ``fit`` fine-tunes them). ``static_inputs`` gives values for graph
     inputs that an op needs at import (a ``Reshape`` target fed as an input): they become
-    constants.
+    constants -- for a sequence input a list of arrays, for an optional input ``None`` (it is
+    empty) or its content.
+
+    Sequences have a length known at import: a ``seq(tensor)`` graph input (or an
+    ``optional(seq)`` one that is not empty) needs ``sequence_inputs={name: n}`` (``n``
+    elements shaped as the model declares) or ``{name: [shape, ...]}`` (one shape per element,
+    ``-1`` for a dim known at run time; needed when the model declares no element shape). Its
+    elements are placeholders ``name.0``, ``name.1``... (``element_name``). An ``optional``
+    graph input not given in ``static_inputs`` is present: a placeholder of its own name (or
+    a sequence as above). A sequence graph output of length n binds variables ``name.0`` ...
+    ``name.<n-1>``; an empty optional output binds none (``import_with_outputs`` says which).
 
     >>> import numpy as np, onnx
     >>> from onnx import helper, TensorProto
@@ -309,10 +419,22 @@ def import_onnx(model: Any, *, trainable: bool = False,
     >>> sd.output({"x": np.array([[-1.0, 2.0]], np.float32)}, "y")["y"].numpy()
     array([[0., 2.]], dtype=float32)
     """
+    return import_with_outputs(model, trainable=trainable, static_inputs=static_inputs,
+                               sequence_inputs=sequence_inputs)[0]
+
+
+def import_with_outputs(model: Any, *, trainable: bool = False,
+                        static_inputs: Mapping[str, Any] | None = None,
+                        sequence_inputs: Mapping[str, Any] | None = None
+                        ) -> tuple[Any, dict[str, Any]]:
+    """``import_onnx``, and where each graph output is: output name -> its variable's name
+    (a tensor), a list of names (a sequence: one per element), or None (an empty optional;
+    a present one is described by its content)."""
     from . import converters  # noqa: F401 - fills the table
     proto, base = load_model(model)
     try:
-        return _import(proto, base, trainable, static_inputs)
+        return _import(proto, base, trainable, dict(static_inputs or {}),
+                       dict(sequence_inputs or {}))
     except (OnnxImportError, KeyboardInterrupt, MemoryError):
         raise
     except NdError as exc:  # (an unsupported dtype of an input...): said by nd4py already
@@ -321,15 +443,14 @@ def import_onnx(model: Any, *, trainable: bool = False,
         raise OnnxImportError(f"malformed ONNX model: {type(exc).__name__}: {exc}") from exc
 
 
-def _import(proto: Any, base: str | None, trainable: bool,
-            static_inputs: Mapping[str, Any] | None) -> Any:
+def _import(proto: Any, base: str | None, trainable: bool, static: dict[str, Any],
+            layouts: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     from .. import SameDiff
     versions = opsets(proto)
     graph = proto.graph
     check_supported(graph.node, versions)
     sd = SameDiff.create()
     state = GraphImport(sd, base, versions)
-    static = dict(static_inputs or {})
     initializers = {t.name for t in graph.initializer}
     for t in graph.initializer:
         value = to_numpy(t, base)
@@ -341,22 +462,62 @@ def _import(proto: Any, base: str | None, trainable: bool,
     for vi in graph.input:
         if vi.name in initializers:  # (IR < 4 lists initializers among the inputs)
             continue
-        if vi.name in static:
-            dtype, _ = _value_info_shape(vi)
-            state.values[vi.name] = np.asarray(static[vi.name], dtype=dtype)
-            continue
-        if not vi.type.HasField("tensor_type"):
-            raise OnnxImportError(f"graph input {vi.name!r}: only tensor inputs are supported "
-                                  f"(sequences, maps and optionals are not)")
-        dtype, dims = _value_info_shape(vi)
-        state.values[vi.name] = sd.placeholder(vi.name, dtype, *dims)
-        state.placeholders.add(vi.name)
-        state.onnx_named.add(vi.name)
+        state.values[vi.name] = _graph_input(state, vi.name, vi.type, static, layouts)
     for node in graph.node:
         convert_node(state, node)
-    for vo in graph.output:
-        _bind_output(state, vo.name)
-    return sd
+    bound: set[str] = set()
+    where = {vo.name: _bind_output(state, vo.name, state.value(vo.name), bound)
+             for vo in graph.output}
+    return sd, where
+
+
+def _graph_input(state: GraphImport, name: str, tp: Any, static: dict[str, Any],
+                 layouts: dict[str, Any]) -> Value:
+    """The value of graph input ``name`` of ONNX type ``tp``: a placeholder, a constant from
+    ``static``, or a sequence/optional of those."""
+    kind = tp.WhichOneof("value")
+    if kind == "optional_type":
+        if name in static and static[name] is None:
+            return OnnxOptional(None)
+        return OnnxOptional(_graph_input(state, name, tp.optional_type.elem_type, static,
+                                         layouts))
+    if kind == "sequence_type":
+        elem = tp.sequence_type.elem_type
+        if elem.WhichOneof("value") != "tensor_type":
+            raise OnnxImportError(f"graph input {name!r}: a sequence of "
+                                  f"{elem.WhichOneof('value')} is not supported (sequences "
+                                  f"of tensors are)")
+        dtype, dims = _tensor_shape(elem.tensor_type)
+        if name in static:
+            return OnnxSequence([np.asarray(v, dtype=dtype) for v in static[name]], dtype)
+        spec = layouts.get(name)
+        if spec is None:
+            raise OnnxImportError(f"graph input {name!r} is a sequence: its length must be "
+                                  f"known at import; pass sequence_inputs={{{name!r}: n}} (or "
+                                  f"a list of element shapes), or its value in static_inputs")
+        if isinstance(spec, (int, np.integer)):
+            if not elem.tensor_type.HasField("shape"):
+                raise OnnxImportError(f"graph input {name!r}: the model declares no shape for "
+                                      f"the sequence's elements; pass their shapes: "
+                                      f"sequence_inputs={{{name!r}: [shape, ...]}}")
+            shapes = [dims] * int(spec)
+        else:
+            shapes = [tuple(int(d) for d in s) for s in spec]
+        items = []
+        for i, shape in enumerate(shapes):
+            items.append(state.sd.placeholder(element_name(name, i), dtype, *shape))
+            state.placeholders.add(items[-1].name)
+            state.onnx_named.add(items[-1].name)
+        return OnnxSequence(items, dtype)
+    if kind != "tensor_type":
+        raise OnnxImportError(f"graph input {name!r}: {kind or 'untyped'} inputs are not "
+                              f"supported (tensors, sequences of tensors and optionals are)")
+    dtype, dims = _tensor_shape(tp.tensor_type)
+    if name in static:
+        return np.asarray(static[name], dtype=dtype)
+    state.placeholders.add(name)
+    state.onnx_named.add(name)
+    return state.sd.placeholder(name, dtype, *dims)
 
 
 def convert_node(state: GraphImport, node: Any) -> None:
@@ -409,21 +570,31 @@ def import_body(state: GraphImport, body: Any, inputs: Sequence[Value]) -> list[
     return [child.value(vo.name) for vo in body.output]
 
 
-def _bind_output(state: GraphImport, name: str) -> None:
-    """Make graph output ``name`` a variable of that name."""
-    value = state.value(name)
+def _bind_output(state: GraphImport, name: str, value: Value, bound: set[str]) -> Any:
+    """Make graph output ``name`` a variable of that name (a sequence: one per element,
+    ``element_name(name, i)``; an empty optional: none); where it is (``import_with_outputs``).
+    ``bound`` holds the variables already bound to an output: a value bound twice (an output
+    repeated, one tensor twice in a sequence) is copied."""
+    if isinstance(value, OnnxOptional):
+        return None if value.value is None else _bind_output(state, name, value.value, bound)
+    if isinstance(value, OnnxSequence):
+        return [_bind_output(state, element_name(name, i), v, bound)
+                for i, v in enumerate(value)]
     sd = state.sd
     if isinstance(value, np.ndarray):
-        if sd.has_variable(name):
-            return
-        sd.constant(name, value)
-        return
+        if not sd.has_variable(name):
+            sd.constant(name, value)
+        bound.add(name)
+        return name
     if value.name == name:
-        return
-    if value.name in state.placeholders or sd.has_variable(name):
+        bound.add(name)
+        return name
+    if value.name in state.placeholders or value.name in bound or sd.has_variable(name):
         copy = sd._record(get_op("identity"), [value], {}, state.fresh_name(name))
         if copy.name != name:
             raise OnnxImportError(f"graph output {name!r} cannot keep its name: another "
                                   f"variable has it")
-        return
-    value.rename(name)
+    else:
+        value.rename(name)
+    bound.add(name)
+    return name

@@ -8,6 +8,7 @@ from . import adjoints, attention, creation, elementwise, fft, linalg, nn, rando
 from . import recurrent, reductions, sequence, shape_ops, slicing, train_mode  # noqa: F401
 from . import cnn, cnn_depthwise, cnn_layout, cnn_lrn, cnn_pooling, cnn_volumetric  # noqa: F401
 from . import onnx_math, onnx_shape  # noqa: F401
+from . import onnx_extra  # noqa: F401
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table
 

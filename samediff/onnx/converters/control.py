@@ -1,17 +1,22 @@
 """ONNX control flow: ``If`` onto ``cond``, ``Scan`` onto ``scan``, ``Loop`` onto
 ``while_loop`` (no scan outputs) or ``scan`` (a static trip count that always runs to the
-end). Bodies are imported in a child scope of the enclosing graph: values a body reads from
-outside (ONNX's implicit outer-scope inputs) become explicit captured inputs of the node
+end); a Loop carrying a sequence or optional is unrolled at import (``sequence.py``).
+Bodies are imported in a child scope of the enclosing graph: values a body reads from outside
+(ONNX's implicit outer-scope inputs) become explicit captured inputs of the node
 (``samediff/control/bodies.py``), so gradients reach them."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...array import NDArray
+from ...control.bodies import BranchMismatchError
 from ...control.cond import cond
 from ...control.loops import scan
 from ...control.while_loop import while_loop
+from ...errors import OpError
+from ..importer import OnnxOptional, OnnxSequence
 from ..table import converter
+from .sequence import from_tree, to_tree, unrolled_loop
 
 
 def _concrete(value):
@@ -27,9 +32,24 @@ def _if(node):
         return tuple(node.import_body(then_g if bool(pred.reshape(-1)[0]) else else_g, []))
     if node.rank(pred) != 0:
         pred = node.op("reshape", pred, shape=())
-    out = cond(pred, lambda: tuple(node.import_body(then_g, [])),
-               lambda: tuple(node.import_body(else_g, [])))
-    return tuple(_concrete(v) for v in (out if isinstance(out, (tuple, list)) else (out,)))
+    # sequences and optionals cross the cond as pytrees (a list of elements, a dict); both
+    # branches must then give the same lengths and emptiness, else the condition must fold
+    taken: list = []
+
+    def branch(graph):
+        def run():
+            taken.append(node.import_body(graph, []))
+            return tuple(to_tree(v) for v in taken[-1])
+        return run
+    try:
+        out = cond(pred, branch(then_g), branch(else_g))
+    except (BranchMismatchError, OpError):  # (OpError: a branch gives no tensor at all)
+        if any(isinstance(v, (OnnxSequence, OnnxOptional)) for vs in taken for v in vs):
+            node.static(0, "the condition of an If whose branches give sequences or "
+                           "optionals of different lengths or emptiness, or no tensor")
+        raise
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return tuple(from_tree(t, v, _concrete) for t, v in zip(taken[0], out))
 
 
 @converter("Scan", since=(9, 11, 16, 19, 21, 23))
@@ -114,7 +134,9 @@ def _scan_core(node, body, states, xs, in_axes, in_dirs, out_axes, out_dirs):
 def _loop(node):
     body = node.attr("body")
     trip, keep_going = node.input(0), node.input(1)
-    carried = node.inputs()[2:]
+    carried = [node.any_input(i) for i in range(2, node.num_inputs)]
+    if any(isinstance(v, (OnnxSequence, OnnxOptional)) for v in carried):
+        return unrolled_loop(node, body, carried)  # (a sequence's length must be static)
     n_scan = len(body.output) - 1 - len(carried)
     if n_scan:
         return _loop_as_scan(node, body, trip, keep_going, carried, n_scan)

@@ -82,13 +82,49 @@ def _cast_to(node, x, dtype: np.dtype):
     (``saturate=1``: out-of-range values and infinities become the largest finite value of
     the sign; NaN stays NaN) and float8_e8m0 rounds its exponent by ``round_mode``."""
     if dtype.name == "float8_e8m0fnu":
-        raise node.fail("casting to float8_e8m0fnu (an exponent-only scale type) is not "
-                        "supported; cast to float8_e4m3fn or float16 instead")
+        return _to_e8m0(node, x, bool(node.attr("saturate", 1)),
+                        str(node.attr("round_mode", "up")))
     if dtype.name in _FLOAT8 and node.attr("saturate", 1) and node.dtype(x) != np.bool_:
         import ml_dtypes
         top = float(ml_dtypes.finfo(dtype).max)
         x = node.op("clip_by_value", x, clip_min=-top, clip_max=top)
     return node.op("cast", x, dtype=dtype)
+
+
+def _to_e8m0(node, x, saturate: bool, mode: str):
+    """float8_e8m0fnu (a power of two 2**(e - 127), no sign, 0xFF NaN) from float32's
+    exponent field, rounded up/down/nearest by the mantissa as ONNX defines (saturating at
+    the largest exponent); NaN and infinity become NaN. Built from bit ops on the float32
+    bits, since numpy's conversion (ml_dtypes') rounds differently."""
+    if mode not in ("up", "down", "nearest"):
+        raise node.fail(f"round_mode {mode!r} is not one of 'up', 'down', 'nearest'")
+    u32 = np.dtype(np.uint32)
+
+    def k(v: int) -> np.ndarray:
+        return np.asarray(v, u32)
+
+    bits = node.op("bitcast", node.op("cast", x, dtype=np.float32), dtype=u32)
+    exp = node.op("bitwise_and", node.op("right_shift", bits, k(23)), k(0xFF))
+    normal = node.op("neq", exp, k(0xFF))
+
+    def bit_set(mask: int):
+        return node.op("neq", node.op("bitwise_and", bits, k(mask)), k(0))
+    if mode == "up":
+        up = bit_set(0x7FFFFF)
+    elif mode == "nearest":  # guard bit, and then round, sticky or a non-zero exponent
+        tie_break = node.op("logical_or", node.op("logical_or", bit_set(0x200000), bit_set(0x1FFFFF)),
+                            node.op("neq", exp, k(0)))
+        up = node.op("logical_and", bit_set(0x400000), tie_break)
+    else:
+        up = None
+    if up is not None:
+        up = node.op("logical_and", up, normal)
+        if saturate:
+            up = node.op("logical_and", up, node.op("neq", exp, k(0xFE)))
+        exp = node.op("add", exp, node.op("cast", up, dtype=u32))
+    exp = node.op("where", normal, node.op("bitwise_and", exp, k(0xFF)), k(0xFF))
+    return node.op("bitcast", node.op("cast", exp, dtype=np.uint8),
+                   dtype=np.dtype("float8_e8m0fnu"))
 
 
 @converter("Clip", since=(1, 11))
