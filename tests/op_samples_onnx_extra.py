@@ -100,8 +100,6 @@ def onnx_extra_samples(S) -> dict:
               {"dtype": "float32"}, _bitcast_ref("int32"), out_dtype="float32", smooth=False),
             S([idx([0, 1, 127, 128, 255], np.uint8)], {"dtype": "int8"}, _bitcast_ref("uint8"),
               out_dtype="int8", smooth=False),
-            S([idx([-1, 0, 32767, -32768], np.int16)], {"dtype": "uint16"},
-              _bitcast_ref("int16"), out_dtype="uint16", smooth=False),
         ],
         "non_max_suppression": [
             S([boxes, scores, idx([3]), thr(0.5), thr(0.0)], {}, _nms_ref, out_dtype="int64",

@@ -41,7 +41,7 @@ def exportable(op: Any) -> bool:
     >>> exportable("relu"), exportable("fft")
     (True, False)
     """
-    from . import export_ops  # noqa: F401 - fills EXPORTERS
+    from . import export_ops, export_ops_2  # noqa: F401 - fill EXPORTERS
     return (op if isinstance(op, str) else op.name) in EXPORTERS
 
 
@@ -62,7 +62,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
     """
     import onnx
     from onnx import helper, numpy_helper
-    from . import export_ops  # noqa: F401 - fills EXPORTERS
+    from . import export_ops, export_ops_2  # noqa: F401 - fill EXPORTERS
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET}")
     graph = sd.graph
