@@ -31,6 +31,7 @@ from ..dtypes import is_storage, storage_compute_type
 from ..errors import NdError
 from ..ops import get_op
 from .dtypes import np_dtype
+from .optimize import fold_conv_batch_norm
 from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
 
 __all__ = ["import_onnx", "import_with_outputs", "NodeContext", "OnnxSequence",
@@ -463,7 +464,11 @@ def _import(proto: Any, base: str | None, trainable: bool, static: dict[str, Any
         if vi.name in initializers:  # (IR < 4 lists initializers among the inputs)
             continue
         state.values[vi.name] = _graph_input(state, vi.name, vi.type, static, layouts)
-    for node in graph.node:
+    nodes = list(graph.node)
+    if not trainable:  # (trainable weights stay as the model has them)
+        nodes = fold_conv_batch_norm(nodes, state.values, {vo.name for vo in graph.output},
+                                     versions[""])
+    for node in nodes:
         convert_node(state, node)
     bound: set[str] = set()
     where = {vo.name: _bind_output(state, vo.name, state.value(vo.name), bound)

@@ -87,8 +87,14 @@ def _layer_norm(node):
     axes = _axes_from(node.rank(x), int(node.attr("axis", -1)))
     # stash_type 1: statistics in float32 (float16/bfloat16 inputs are promoted)
     stash = np.float32 if node.attr("stash_type", 1) == 1 and dtype.itemsize < 4 else dtype
+    eps = float(node.attr("epsilon", 1e-5))
+    if stash == dtype and not any(node.node.output[1:]):
+        # only Y (as exporters write it): the table's layer_norm, one fused row kernel in a
+        # plan instead of two reductions and five elementwise passes
+        gain_bias = (scale,) if bias is None else (scale, bias)
+        return node.op("layer_norm", x, *gain_bias, dims=axes, epsilon=eps)
     xs = x if stash == dtype else node.op("cast", x, dtype=stash)
-    y, mean, inv = _normalize(node, xs, axes, float(node.attr("epsilon", 1e-5)), stash)
+    y, mean, inv = _normalize(node, xs, axes, eps, stash)
     if stash != dtype:
         y = node.op("cast", y, dtype=dtype)
     y = node.op("mul", y, scale)
