@@ -4,3 +4,4 @@ from . import control, elementwise, indexing, indexing_2, math, nn, nn_2, recurr
 from . import signal  # noqa: F401
 from . import detection, extra, ml, training  # noqa: F401
 from . import sequence  # noqa: F401
+from . import text  # noqa: F401
