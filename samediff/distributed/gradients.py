@@ -1,0 +1,101 @@
+"""One training step split in two at the finiteness check, for synchronous gradient averaging.
+
+``TrainStep`` (``samediff/training/step.py``) already runs a step as two compiled plans: the
+*gradient plan* (forward, backward, loss) and — only when the loss and every gradient are
+finite — the *update plan* (regularization, the updater's rule, written in place). Gradient
+averaging needs exactly that cut: each partition runs the gradient plan on its batch
+(``gradient_pass``), the gradients are averaged, and the update plan runs once on the average
+(``apply_update``). Both halves are the plans ``fit`` runs (same cache, same kernels), so with
+one partition a gradient-averaged step equals a local ``fit`` step bit for bit; nothing here
+computes a gradient or an update itself.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..array import type_of
+from ..errors import TrainingError
+from ..execution import check_feed
+from ..ops import TensorType
+from ..training.finite import all_finite
+from ..training.state import UpdaterState
+from ..training.step import StepPlan, TrainStep
+
+_WEAK_FLOAT = type_of(1.0)
+
+
+def _plan(step: TrainStep, feeds: Mapping[str, np.ndarray],
+          state: UpdaterState) -> tuple[dict, StepPlan]:
+    """The inputs of a step on ``feeds`` (parameters, updater state, the schedule's scalars at
+    ``state``'s counters, the batch) and the ``StepPlan`` for their types, built as
+    ``TrainStep.run`` builds them and kept in the same per-step cache."""
+    fixed = step._fixed_inputs(state)
+    values = dict(fixed[0])
+    hyper = step.config.updater.hyper(state.iteration, state.epoch)
+    for k, var in step.hyper_vars.items():
+        values[var.name] = float(hyper[k])
+    shapes = []
+    for name, info in step._placeholders:
+        if name not in feeds:
+            raise TrainingError(f"fit_distributed: placeholder {name!r} ({info.ttype}) needs a "
+                                f"value from each batch (got {sorted(feeds)}); map it with "
+                                f"TrainingConfig(feature_mapping=/label_mapping=)")
+        arr = check_feed(info, feeds[name])
+        values[name] = arr
+        shapes.append((arr.shape, arr.dtype))
+    key = (fixed[2], tuple(shapes))
+    plan = step._plans.get(key)
+    if plan is None:
+        types = dict(fixed[1])
+        types.update({n: TensorType(*t) for (n, _), t in zip(step._placeholders, shapes)})
+        types.update({v.name: _WEAK_FLOAT for v in step.hyper_vars.values()})
+        plan = step._plans[key] = step._make_plan(types)
+    return values, plan
+
+
+def gradient_pass(step: TrainStep, feeds: Mapping[str, np.ndarray],
+                  state: UpdaterState) -> dict[str, Any]:
+    """Run the gradient plan on one batch: ``{"loss", "finite", "handoff": {name: array}
+    (what the update plan reads: the gradients), "updates": {variable: array} (running
+    statistics), "types": {placeholder: (shape, dtype)}}``. Nothing is changed."""
+    values, plan = _plan(step, feeds, state)
+    with np.errstate(all="ignore"):
+        first = plan.gradients.execute([values[k] for k in plan.gradients.input_slots])
+    results = dict(zip(plan._gradient_outputs, first))
+    finite = bool(all_finite(*[results[k] for k in plan._checked]))
+    return {"loss": float(results[step.loss_name]), "finite": finite,
+            # copies: a compiled plan may reuse its output buffers on the next run
+            "handoff": {k: np.array(results[k], copy=True) for k in plan._handoff},
+            "updates": {n: np.array(results[v], copy=True)
+                        for n, v in step.state_updates.items()},
+            "types": {n: (values[n].shape, values[n].dtype.str) for n, _ in step._placeholders}}
+
+
+def apply_update(step: TrainStep, state: UpdaterState, handoff: Mapping[str, np.ndarray],
+                 updates: Mapping[str, np.ndarray],
+                 types: Mapping[str, tuple[tuple, str]]) -> None:
+    """Run the update plan on ``handoff`` (averaged gradients): parameters and ``state`` are
+    updated in place, running statistics written, ``state.iteration`` advanced — what
+    ``TrainStep.run`` does after a finite gradient plan. ``types`` (a batch's placeholder
+    shapes) select the plan; the batch itself is not needed (only its type is)."""
+    feeds = {n: np.empty(shape, np.dtype(dt)) for n, (shape, dt) in types.items()}
+    values, plan = _plan(step, feeds, state)
+    fed = dict(values)
+    values.update(handoff)
+    with np.errstate(all="ignore"):
+        second = plan.update.execute([values[k] for k in plan.update.input_slots])
+    results = dict(zip(plan._update_outputs, second))
+    model = step.model
+    for p in step.params:
+        new = results[step.new_params[p]]
+        if new is not fed.get(p):  # (a donated buffer already holds the update)
+            model.write_value(p, new)
+        for s in step.slots:
+            target, value = state.arrays[p][s], results[step.new_state[p][s]]
+            if value is not target:
+                np.copyto(target, value)
+    for name, value in updates.items():  # running statistics (batch norm)
+        model.write_value(name, value)
+    state.iteration += 1
