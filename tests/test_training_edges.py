@@ -260,3 +260,14 @@ def test_fit_ignores_float_errors_in_steps_and_restores_the_callers_error_state(
         assert np.geterr()["over"] == "raise" and np.geterr()["invalid"] == "raise"
     assert history.epochs[0].metrics["skipped"] == 1
     assert np.isfinite(sd.read_value("w")).all()
+
+
+def test_dict_batches_keyed_by_placeholders_named_labels_feed_those_placeholders():
+    from samediff.training.data import FeedMapping
+    mapping = FeedMapping(["x"], ["labels"])
+    x, y = np.ones((2, 3), np.float32), np.zeros((2, 1), np.float32)
+    feeds = mapping.feeds({"x": x, "labels": y}, "fit")
+    assert feeds["x"] is not None and np.array_equal(feeds["labels"], y)
+    assert np.array_equal(feeds["x"], x)
+    both = mapping.feeds({"features": x, "labels": y}, "fit")  # the positional form still works
+    assert np.array_equal(both["x"], x) and np.array_equal(both["labels"], y)

@@ -39,7 +39,10 @@ class FeedMapping:
     def feeds(self, batch: Any, where: str) -> dict[str, np.ndarray]:
         """One batch as ``{placeholder: array}``."""
         if isinstance(batch, Mapping):
-            if "features" in batch or "labels" in batch:
+            # {"features": ..., "labels": ...} -- unless the keys are placeholder names (a
+            # graph whose label placeholder is called "labels" is fed by name)
+            keys = {str(k) for k in batch}
+            if keys & {"features", "labels"} and not keys <= set(self.names):
                 return self._positional([*_listify(batch.get("features")),
                                          *_listify(batch.get("labels"))], where)
             return {str(k): _array(v) for k, v in batch.items()}
