@@ -16,6 +16,7 @@ import pytest
 import nd4py as nd
 import samediff
 import samediff.onnx  # noqa: F401 - the README names samediff.onnx.import_onnx
+import samediff.distributed  # noqa: F401 - and samediff.distributed (dask loads on first use)
 
 # `nd.profile_summary()` reports the last profile: the claims run after one (whichever tests
 # this process ran before)
