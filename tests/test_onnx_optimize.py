@@ -1,6 +1,7 @@
-"""The importer's rewrites for inference speed (samediff/onnx/optimize.py): Conv followed by an
+"""The importer's rewrites for inference speed (samediff/onnx/optimize.py) -- Conv followed by an
 inference BatchNormalization folds into one convolution when the weights are constants and
-nothing else reads the convolution -- the same outputs as onnx.reference either way."""
+nothing else reads the convolution -- the same outputs as onnx.reference either way; and graph
+outputs keep their names when those are names nd4py gives automatically."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,3 +61,17 @@ def test_conv_batch_norm_folds_only_when_nothing_else_reads_the_conv(extra_reade
 def test_trainable_imports_keep_the_normalization():
     sd = import_onnx(_model(False), trainable=True)
     assert "batch_norm" in _ops(sd)
+
+
+@pytest.mark.parametrize("out", ["matmul", "mul", "add"])
+def test_a_graph_output_named_like_an_automatic_variable_keeps_its_name(out):
+    # Gemm with alpha records matmul, mul and add: their automatic names must give way
+    w = numpy_helper.from_array(np.ones((3, 2), np.float32), "w")
+    b = numpy_helper.from_array(np.ones(2, np.float32), "b")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], [out], alpha=2.0)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", 2])],
+                              [w, b])
+    sd = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    got = sd.output({"x": np.ones((2, 3), np.float32)}, out)[out].numpy()
+    assert got.tolist() == [[7.0, 7.0], [7.0, 7.0]]

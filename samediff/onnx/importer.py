@@ -594,6 +594,13 @@ def _bind_output(state: GraphImport, name: str, value: Value, bound: set[str]) -
     if value.name == name:
         bound.add(name)
         return name
+    if sd.has_variable(name) and name not in state.onnx_named and name not in bound:
+        # the name is an automatic one ("deconv2d", as nd4py's exporter writes its graph
+        # outputs): that variable takes another, the output gets its own
+        k = 1
+        while sd.has_variable(f"{name}_{k}"):
+            k += 1
+        sd.get_variable(name).rename(f"{name}_{k}")
     if value.name in state.placeholders or value.name in bound or sd.has_variable(name):
         copy = sd._record(get_op("identity"), [value], {}, state.fresh_name(name))
         if copy.name != name:
