@@ -418,7 +418,11 @@ class SameDiff(ControlFlowMethods, OnnxMethods):
         control-flow body being recorded (``nd.scan(lambda h, x: sd.math.tanh(...))``) an op
         on the body's values records into the body."""
         body = ACTIVE_BODY.get()
-        if body is not None and any(isinstance(x, GraphValue) and body.owns(x) for x in inputs):
+        # an op reading a value of the body being recorded -- or of an enclosing body (a cond
+        # inside a while_loop's body reading the loop's carry): the body records it (capturing
+        # what is not its own); ops on this graph's values alone stay in this graph
+        if body is not None and any(isinstance(x, GraphValue) and (
+                body.owns(x) or not self._recorder.owns(x)) for x in inputs):
             return body.record(op, inputs, attrs, name)
         return self._recorder.record(op, inputs, attrs, name)
 

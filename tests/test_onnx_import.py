@@ -212,3 +212,35 @@ def test_malformed_and_truncated_models_give_named_errors():
         except nd.errors.NdError:
             pass
     assert outcomes["refused"] >= 100, outcomes
+
+
+def test_an_if_inside_a_loop_body_reads_the_carry_and_a_main_graph_value():
+    from onnx.reference import ReferenceEvaluator
+
+    from samediff.onnx.backend import run
+    f = TensorProto.FLOAT
+    then_g = helper.make_graph([helper.make_node("Mul", ["acc", "x2"], ["r"])], "then", [],
+                               [helper.make_tensor_value_info("r", f, [3])])
+    else_g = helper.make_graph([helper.make_node("Add", ["acc", "x2"], ["r2"])], "else", [],
+                               [helper.make_tensor_value_info("r2", f, [3])])
+    body = helper.make_graph(
+        [helper.make_node("Greater", ["i", "two"], ["c"]),
+         helper.make_node("If", ["c"], ["out"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Identity", ["go"], ["go_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", f, [3])],
+        [helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("out", f, [3])],
+        [helper.make_tensor("two", TensorProto.INT64, [], [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["x2"]),  # read from inside the If, two bodies down
+         helper.make_node("Loop", ["n", "t", "x"], ["y"], body=body)], "g",
+        [helper.make_tensor_value_info("x", f, [3]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("t", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", f, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = [np.array([1.0, 2.0, 0.5], np.float32), np.array(4, np.int64), np.array(True)]
+    want = ReferenceEvaluator(model).run(None, dict(zip(["x", "n", "t"], feeds)))[0]
+    np.testing.assert_allclose(run(model, feeds)[0], want, rtol=1e-6)
