@@ -6,6 +6,7 @@ exports carry (``Shape -> Gather -> Concat -> Reshape``, ``ConstantOfShape`` ini
 runs when the graph runs, so no batch size is baked in."""
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -22,19 +23,25 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "onnx")
 MODELS = {"torch_cnn": (3, 16, 16), "torch_encoder": (5, 32), "torch_lstm": (7, 8)}
 
 
+@functools.lru_cache(maxsize=None)
+def _reference_run(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded input and onnx.reference's output, once per model and batch for both
+    executors (the reference's convolution is plain Python loops: seconds per run)."""
+    x = np.random.default_rng(batch).standard_normal((batch, *MODELS[name])).astype(np.float32)
+    path = os.path.join(DATA, f"{name}.onnx")
+    return x, ReferenceEvaluator(path).run(None, {"x": x})[0]
+
+
 @pytest.mark.parametrize("executor", ["interpreter", "compiled"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_exported_model_matches_onnx_reference_at_two_batch_sizes(name, executor):
     path = os.path.join(DATA, f"{name}.onnx")
     sd = import_onnx(path)
     assert tuple(sd.get_variable("x").shape)[0] == -1
-    reference = ReferenceEvaluator(path)
     previous = compiler.set_executor(executor)
     try:
         for batch in (1, 4):
-            x = np.random.default_rng(batch).standard_normal(
-                (batch, *MODELS[name])).astype(np.float32)
-            want = reference.run(None, {"x": x})[0]
+            x, want = _reference_run(name, batch)
             got = sd.output({"x": x}, "y")["y"].numpy()
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
