@@ -15,44 +15,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..array import type_of
-from ..errors import TrainingError
-from ..execution import check_feed
-from ..ops import TensorType
 from ..training.finite import all_finite
 from ..training.state import UpdaterState
-from ..training.step import StepPlan, TrainStep
-
-_WEAK_FLOAT = type_of(1.0)
-
-
-def _plan(step: TrainStep, feeds: Mapping[str, np.ndarray],
-          state: UpdaterState) -> tuple[dict, StepPlan]:
-    """The inputs of a step on ``feeds`` (parameters, updater state, the schedule's scalars at
-    ``state``'s counters, the batch) and the ``StepPlan`` for their types, built as
-    ``TrainStep.run`` builds them and kept in the same per-step cache."""
-    fixed = step._fixed_inputs(state)
-    values = dict(fixed[0])
-    hyper = step.config.updater.hyper(state.iteration, state.epoch)
-    for k, var in step.hyper_vars.items():
-        values[var.name] = float(hyper[k])
-    shapes = []
-    for name, info in step._placeholders:
-        if name not in feeds:
-            raise TrainingError(f"fit_distributed: placeholder {name!r} ({info.ttype}) needs a "
-                                f"value from each batch (got {sorted(feeds)}); map it with "
-                                f"TrainingConfig(feature_mapping=/label_mapping=)")
-        arr = check_feed(info, feeds[name])
-        values[name] = arr
-        shapes.append((arr.shape, arr.dtype))
-    key = (fixed[2], tuple(shapes))
-    plan = step._plans.get(key)
-    if plan is None:
-        types = dict(fixed[1])
-        types.update({n: TensorType(*t) for (n, _), t in zip(step._placeholders, shapes)})
-        types.update({v.name: _WEAK_FLOAT for v in step.hyper_vars.values()})
-        plan = step._plans[key] = step._make_plan(types)
-    return values, plan
+from ..training.step import TrainStep
 
 
 def gradient_pass(step: TrainStep, feeds: Mapping[str, np.ndarray],
@@ -60,7 +25,7 @@ def gradient_pass(step: TrainStep, feeds: Mapping[str, np.ndarray],
     """Run the gradient plan on one batch: ``{"loss", "finite", "handoff": {name: array}
     (what the update plan reads: the gradients), "updates": {variable: array} (running
     statistics), "types": {placeholder: (shape, dtype)}}``. Nothing is changed."""
-    values, plan = _plan(step, feeds, state)
+    values, plan, _ = step.prepare(dict(feeds), state)
     with np.errstate(all="ignore"):
         first = plan.gradients.execute([values[k] for k in plan.gradients.input_slots])
     results = dict(zip(plan._gradient_outputs, first))
@@ -81,7 +46,7 @@ def apply_update(step: TrainStep, state: UpdaterState, handoff: Mapping[str, np.
     ``TrainStep.run`` does after a finite gradient plan. ``types`` (a batch's placeholder
     shapes) select the plan; the batch itself is not needed (only its type is)."""
     feeds = {n: np.empty(shape, np.dtype(dt)) for n, (shape, dt) in types.items()}
-    values, plan = _plan(step, feeds, state)
+    values, plan, _ = step.prepare(dict(feeds), state)
     fed = dict(values)
     values.update(handoff)
     with np.errstate(all="ignore"):

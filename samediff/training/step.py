@@ -221,17 +221,12 @@ class TrainStep:
             names.extend(self.new_state[p][s] for s in self.slots)
         return names
 
-    def run(self, feeds: dict[str, np.ndarray], state: UpdaterState, *,
-            outer_errstate: dict | None = None) -> tuple[float, dict]:
-        """One step on a batch: updates parameters and ``state`` in place; returns the loss and
-        the extra outputs asked for at construction. When the loss or a gradient is not finite
-        nothing changes (parameters, state, ``state.iteration``) and ``last_applied`` is False.
-
-        The plan runs with numpy's floating-point errors ignored. ``outer_errstate``: the
-        caller has already set that for many steps (``fit`` does, per epoch: entering it costs
-        ~3 us) and this is the error state outside it, used for converting feeds and building
-        plans (whose warnings the user should see)."""
-        model = self.model
+    def prepare(self, feeds: dict[str, np.ndarray], state: UpdaterState, *,
+                outer_errstate: dict | None = None) -> tuple[dict, StepPlan, tuple]:
+        """A step's inputs on ``feeds`` (parameters, updater state, the schedule's scalars at
+        ``state``'s counters, the batch, checked) and the ``StepPlan`` for their types (built
+        once per batch type and kept); also ``_fixed_inputs(state)``. ``run`` executes these;
+        ``samediff.distributed`` runs the plan's two halves apart (gradient mode)."""
         fixed = self._fixed_inputs(state)
         values = dict(fixed[0])
         hyper = self.config.updater.hyper(state.iteration, state.epoch)
@@ -284,6 +279,20 @@ class TrainStep:
             else:
                 with np.errstate(**outer_errstate):
                     plan = self._plans[key] = self._make_plan(types)
+        return values, plan, fixed
+
+    def run(self, feeds: dict[str, np.ndarray], state: UpdaterState, *,
+            outer_errstate: dict | None = None) -> tuple[float, dict]:
+        """One step on a batch: updates parameters and ``state`` in place; returns the loss and
+        the extra outputs asked for at construction. When the loss or a gradient is not finite
+        nothing changes (parameters, state, ``state.iteration``) and ``last_applied`` is False.
+
+        The plan runs with numpy's floating-point errors ignored. ``outer_errstate``: the
+        caller has already set that for many steps (``fit`` does, per epoch: entering it costs
+        ~3 us) and this is the error state outside it, used for converting feeds and building
+        plans (whose warnings the user should see)."""
+        values, plan, fixed = self.prepare(feeds, state, outer_errstate=outer_errstate)
+        model = self.model
         # a non-finite step is reported by fit; numpy's warnings about it (interpreter, library
         # calls) would only repeat that, and compiled kernels never warn
         if outer_errstate is None:
