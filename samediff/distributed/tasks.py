@@ -70,6 +70,19 @@ def _load(model: Any, params: dict, slots: dict, iteration: int, epoch: int) -> 
     st.iteration, st.epoch, st.batch = iteration, epoch, 0
 
 
+@contextlib.contextmanager
+def _loaded(model_bytes: bytes, model_digest: str, state: Any, state_digest: str | None,
+            here: str, iteration: int, epoch: int, executor: str) -> Iterator[tuple]:
+    """This worker's cached model (loaded once per payload), holding its lock, with the
+    round's parameters, updater state and counters in it and ``executor`` set: yields
+    ``(model, params, iteration)``."""
+    entry = cached(model_bytes, model_digest, here)
+    with entry.lock, _executor(executor):
+        params, slots, iteration = _state(state, state_digest, here, iteration)
+        _load(entry.model, params, slots, iteration, epoch)
+        yield entry.model, params, iteration
+
+
 def _batches(model: Any, data: Any, batch_size: int, shuffle: bool, seed: int,
              here: str) -> Batches:
     cfg = model.training_config
@@ -108,11 +121,8 @@ def train_partition(model_bytes: bytes, model_digest: str, state: Any, state_dig
     when the partition has no batch left in this window."""
     t0 = time.perf_counter()
     here = where(partition)
-    entry = cached(model_bytes, model_digest, here)
-    with entry.lock, _executor(executor):
-        model = entry.model
-        params, slots, iteration = _state(state, state_digest, here, iteration)
-        _load(model, params, slots, iteration, epoch)
+    with _loaded(model_bytes, model_digest, state, state_digest, here, iteration, epoch,
+                 executor) as (model, params, iteration):
         batches = _batches(model, data, batch_size, shuffle, seed, here)
         window = [_positional(b, batches.mapping)
                   for b in islice(batches.epoch(epoch), start, start + steps)]
@@ -147,11 +157,8 @@ def partition_gradients(model_bytes: bytes, model_digest: str, state: Any,
     """The gradients of batch ``index`` of ``epoch`` of this partition at the given state."""
     t0 = time.perf_counter()
     here = where(partition)
-    entry = cached(model_bytes, model_digest, here)
-    with entry.lock, _executor(executor):
-        model = entry.model
-        params, slots, iteration = _state(state, state_digest, here, iteration)
-        _load(model, params, slots, iteration, epoch)
+    with _loaded(model_bytes, model_digest, state, state_digest, here, iteration, epoch,
+                 executor) as (model, params, iteration):
         batch = next(islice(_batches(model, data, batch_size, shuffle, seed, here).epoch(epoch),
                             index, None), None)
         if batch is None:
@@ -186,11 +193,8 @@ def apply_gradients(model_bytes: bytes, model_digest: str, state: Any, state_dig
     update when a partition's loss or gradient was not finite: then ``on_nonfinite="raise"``
     raises ``NonFiniteError``, ``"skip"`` returns the state unchanged)."""
     here = where()
-    entry = cached(model_bytes, model_digest, here)
-    with entry.lock, _executor(executor):
-        model = entry.model
-        params, slots, iteration = _state(state, state_digest, here, iteration)
-        _load(model, params, slots, iteration, epoch)
+    with _loaded(model_bytes, model_digest, state, state_digest, here, iteration, epoch,
+                 executor) as (model, params, iteration):
         step = _ready_step(model)
         count = reduced["count"]
         if count and reduced["finite"]:
