@@ -36,6 +36,7 @@ from .errors import GraphError
 from .init import WeightInit
 from .ir import Graph, Node, Var, VariableType, did_you_mean, infer_node_types
 from .namespaces import attach_namespaces, summary_text
+from .distributed_methods import DistributedMethods
 from .onnx_methods import OnnxMethods
 from .ops import TensorType, get_op
 from .recorder import GraphRecorder, GraphValue
@@ -193,7 +194,7 @@ class _Recorder(GraphRecorder):
         return self.sd._handle(name)
 
 
-class SameDiff(ControlFlowMethods, OnnxMethods):
+class SameDiff(ControlFlowMethods, OnnxMethods, DistributedMethods):
     """A define-and-run computation graph (ND4J's ``SameDiff``): a façade over a graph IR
     (``self.graph``, ``samediff/ir.py``), the handles it gave out, its losses and its training
     state. Create with ``SameDiff.create()``."""

@@ -77,9 +77,9 @@ def test_one_partition_frequency_one_equals_local_fit_bit_for_bit(client, digits
     data = (x[:240], y[:240])
     local, remote = _model(), _model()
     h_local = local.fit(data, epochs=2, batch_size=16, verbose=0, seed=5)
-    h_remote = fit_distributed(remote, data, client, epochs=2, batch_size=16,
-                               averaging_frequency=1, partitions=1, mode=mode, seed=5,
-                               verbose=0)
+    h_remote = remote.fit_distributed(data, client, epochs=2, batch_size=16,  # (the method)
+                                      averaging_frequency=1, partitions=1, mode=mode, seed=5,
+                                      verbose=0)
     assert _same(local, remote)
     s, r = local.updater_state, remote.updater_state
     assert (s.iteration, s.epoch, s.batch) == (r.iteration, r.epoch, r.batch) == (30, 2, 0)
@@ -161,7 +161,7 @@ def test_predict_blocks_equals_output_exactly_and_loads_the_model_once_per_worke
     assert 1 <= loaded <= 2  # 8 blocks, the model loaded at most once per worker
     # an output of another rank: the predicted class per row
     sd.get_variable("softmax").argmax(1).rename("cls")
-    classes = predict_blocks(sd, x_test, "cls").compute()
+    classes = sd.predict_blocks(x_test, "cls").compute()  # (the method form)
     assert np.array_equal(classes, sd.output({"input": x_test}, "cls")["cls"].numpy())
 
 
