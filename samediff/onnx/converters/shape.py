@@ -36,6 +36,64 @@ def _shape(node):
     return node.op("slice", full, begin=(start,), size=(max(end - start, 0),))
 
 
+def _partial_ints(value):
+    """``(values, known)`` of a 1-D integer run-time ``value`` as far as import knows it,
+    following the exporter's shape arithmetic: ``shape_of(t)`` is known where ``t``'s dims
+    are static, a ``concat`` where its pieces are (constants, or such shapes); any other
+    piece is unknown. None when ``value`` is not a ``concat`` or ``shape_of`` of a
+    ``SameDiff`` graph (values inside control-flow bodies are not followed)."""
+    from ...samediff import SDVariable
+    if type(value) is not SDVariable or len(value.shape) != 1:
+        return None
+    graph = value.sd.graph
+
+    def piece(name):
+        var = graph.vars[name]
+        n = var.ttype.shape[0] if len(var.ttype.shape) == 1 else -1
+        if var.value is not None and var.producer is None:  # a constant
+            v = np.asarray(var.value).reshape(-1)
+            return v.astype(np.int64), np.ones(len(v), bool)
+        if var.producer is not None and var.producer.op.name == "shape_of":
+            dims = np.asarray(graph.vars[var.producer.inputs[0]].ttype.shape, np.int64)
+            return dims, dims >= 0
+        if n < 0:
+            return None
+        return np.full(n, -1, np.int64), np.zeros(n, bool)
+    producer = graph.vars[value.name].producer
+    if producer is None or producer.op.name not in ("concat", "shape_of"):
+        return None
+    if producer.op.name == "shape_of":
+        return piece(value.name)
+    pieces = [piece(n) for n in producer.inputs]
+    if any(p is None for p in pieces):
+        return None
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+
+
+def _static_target(node, x, target, allowzero):
+    """A run-time Reshape target as a static one, when import knows every element but one,
+    and the shape of ``x`` tells no more: ``Concat(Unsqueeze(Gather(Shape(x), 0)), [C],
+    [H], [W])`` -- PyTorch's ``x.view(x.size(0), ...)`` -- is ``reshape(x, (-1, C, H, W))``:
+    the one run-time element (the batch) is what the element count leaves, since a valid
+    target matches it. Keeps the static dims in the graph's types, so later Shape arithmetic
+    on them folds. None when more than one element is run-time or -1, or one is 0 (the
+    element count cannot then decide the -1)."""
+    partial = _partial_ints(target)
+    if partial is None:
+        return None
+    values, known = partial
+    shape = node.shape(x)
+    dims = []
+    for i, (v, k) in enumerate(zip(values, known)):
+        if k and v == 0 and not allowzero:
+            v, k = (shape[i], shape[i] >= 0) if i < len(shape) else (0, False)
+        dims.append(int(v) if k else -1)
+    if sum(d < 0 for d in dims) > 1 or any(d == 0 for d in dims) or \
+            any(d < -1 for d in dims):
+        return None
+    return tuple(dims)
+
+
 @converter("Size")
 def _size(node):
     x = node.input(0)
@@ -50,6 +108,9 @@ def _reshape(node):
     x = node.input(0)
     allowzero = node.attr("allowzero", 0)
     if node.opset >= 5 and not isinstance(node.input(1), np.ndarray):
+        static = _static_target(node, x, node.input(1), allowzero)
+        if static is not None:
+            return node.op("reshape", x, shape=static)
         # a target computed when the graph runs (from a run-time Shape): reshape then
         return node.op("reshape_to", x, node.input(1), allowzero=bool(allowzero))
     target = (node.attr("shape") if node.opset < 5 else node.static_ints(1, "shape"))
@@ -132,6 +193,18 @@ def _concat(node):
     return node.op("concat", *values, axis=int(node.attr("axis", 0)))
 
 
+def _known_dims(value):
+    """The dims of ``value`` when it is ``shape_of(t)`` (a ``Shape`` of a tensor with a
+    run-time dim) -- ``t``'s static shape, -1 where only run time knows -- else None."""
+    from ...samediff import SDVariable
+    if type(value) is not SDVariable:  # (values inside control-flow bodies are not)
+        return None
+    producer = value.sd.graph.vars[value.name].producer
+    if producer is None or producer.op.name != "shape_of":
+        return None
+    return np.asarray(value.sd.graph.vars[producer.inputs[0]].ttype.shape, np.int64)
+
+
 @converter("Gather", since=(1, 11, 13))
 def _gather(node):
     x, idx = node.input(0), node.input(1)
@@ -139,6 +212,15 @@ def _gather(node):
     rank = node.rank(x)
     axis = axis + rank if axis < 0 else axis
     size = node.shape(x)[axis]
+    dims = _known_dims(x) if isinstance(idx, np.ndarray) else None
+    if dims is not None and idx.dtype.kind in "iu" and np.all((idx >= -size) & (idx < size)):
+        # Shape -> Gather picking dims known at import (the channels, not the run-time
+        # batch): a constant, so what PyTorch's exporter builds on it folds too -- its
+        # ``squeeze(1)`` is If(Equal(Gather(Shape(x), 1), 1), Squeeze, Identity), whose
+        # branches differ in rank and so cannot both stay
+        picked = np.asarray(dims[np.where(idx < 0, idx + size, idx)])  # (0-d: an array)
+        if np.all(picked >= 0):
+            return picked
     if isinstance(idx, np.ndarray) and size >= 0:
         idx = np.where(idx < 0, idx + size, idx).astype(np.int64)
     elif node.dtype(idx).kind != "u":  # negative indices count from the end
