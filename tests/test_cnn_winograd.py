@@ -19,6 +19,14 @@ except ImportError:  # run from the repository root as a package
     from tests.op_samples_cnn import conv2d_input_grad_ref, conv2d_ref
 
 needs_blas = pytest.mark.skipif(not blas.available(), reason=f"no private BLAS: {blas.why_not()}")
+
+
+@pytest.fixture(autouse=True)
+def _every_size(monkeypatch):
+    """The route for the small images here too (it is kept for big ones by
+    ``MIN_POSITIONS_PER_CHANNEL``; ``test_small_images_of_many_channels_take_im2col`` checks
+    that rule)."""
+    monkeypatch.setattr(W, "MIN_POSITIONS_PER_CHANNEL", 0)
 ATTRS = {"stride": (1, 1), "dilation": (1, 1), "groups": 1, "data_format": "NCHW",
          "weights_format": "HWIO"}
 
@@ -185,3 +193,19 @@ def test_gemm_rejects_bad_operands():
             blas.gemm(np.ones((2, 3)), np.ones((4, 2)), np.ones((2, 2)))
         with pytest.raises(ValueError, match="no unit-stride axis"):
             blas.gemm(np.ones((4, 6))[::2, ::2], np.ones((3, 2)), np.ones((2, 2)))
+
+
+def test_small_images_of_many_channels_take_im2col(monkeypatch):
+    """The filter transform (36 x C x O values) is not worth it for few output positions per
+    channel: a 7x7 image of 64 channels goes by im2col; at 56x56 by Winograd."""
+    monkeypatch.setattr(W, "MIN_POSITIONS_PER_CHANNEL", 32)
+    assert not W.applies((3, 3), (1, 1), (1, 1), 64, 64, np.float32, positions=49)
+    assert W.applies((3, 3), (1, 1), (1, 1), 64, 64, np.float32, positions=56 * 56) \
+        == W.enabled()
+    calls = []
+    monkeypatch.setattr(K, "_winograd", lambda *a, **k: calls.append(1))
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 64, 7, 7)), rng.standard_normal((3, 3, 64, 64))
+    got = K.conv(x, w, (1, 1), (1, 1), (1, 1), True)
+    np.testing.assert_allclose(got, conv2d_ref(x, w, padding=(1, 1), **ATTRS), atol=1e-9)
+    assert not calls

@@ -362,7 +362,14 @@ def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
         return None
     n, oh, ow, o = x_shape[0], geo[0][2], geo[1][2], w_shape[3]
     kk = w_shape[0] * w_shape[1] * w_shape[2]
-    todo = I.units(range(n), oh, ow, kk, I.budget(n, oh, ow, o, kk))
+    budget = I.budget(n, oh, ow, o, kk)
+    if n == 1 and oh > 1 and op != "input_grad" and oh * ow * kk * o >= SPLIT_MIN_MACS:
+        # one image (inference at batch 1): two bands of output rows, one per thread. The
+        # forward's bands write disjoint rows and the weight adjoint's sum their own partial
+        # products; the input adjoint's would scatter-add into shared input rows. Decided by
+        # size alone, so one thread computes the same bits (ResNet-50 at batch 1: 1.2x)
+        budget = min(budget, -(-oh // 2) * ow * kk)
+    todo = I.units(range(n), oh, ow, kk, budget)
     # Python-run drivers (no private BLAS) would only trade the GIL: one thread then
     return _unit_halves(todo, n * oh * ow * kk * o if I.compiled() else 0), kk
 
@@ -426,12 +433,14 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype) \
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
+                        out.shape[0] * out.shape[2] * out.shape[3]) \
             and _ready("winograd", dtype):
         return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None and _ready("im2col", dtype):
-        w2t = np.ascontiguousarray(w.reshape(-1, w.shape[3]).T)
+        # [O, kH*kW*C], copied at most once (no copy at all for 1x1 OIHW weights seen as HWIO)
+        w2t = np.ascontiguousarray(w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1)
         return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
                        (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
@@ -454,7 +463,8 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype) \
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype,
+                        xshape[0] * xshape[2] * xshape[3]) \
             and _ready("winograd", dtype):
         # the full correlation of g with the flipped kernel, channels swapped
         flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))

@@ -38,6 +38,7 @@ MIN_CHANNELS = 16
 
 _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+_GG = np.kron(_G, _G)  # [(a, b), (i, j)]: G on both axes of a 3x3 filter as one matrix
 _BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], float)
 _AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
@@ -51,9 +52,24 @@ def enabled() -> bool:
     return blas.available() and os.environ.get("ND4PY_WINOGRAD", "") != "0"
 
 
-def applies(kernel, stride, dilation, c_in: int, c_out: int, dtype) -> bool:
+#: A convolution goes this way only when it has at least this many output positions (batch x
+#: height x width) per channel (the larger count): the filter transform costs 36 x C x O
+#: values whatever the image, and below this it costs more than the multiplies it saves.
+#: Measured (float32, this 2-core machine; Winograd's time / im2col's): 512 -> 512 channels at
+#: 7x7, batch 1: 3.0x (60 vs 20 ms), batch 8 3.1x; 256 at 14x14 batch 1-8: 1.7-1.9x; 128 at
+#: 28x28 batch 1: 1.5x, batch 4 (24 positions per channel): 0.99x; 64 at 56x56 batch 1-2 (49-98
+#: per channel): 0.74-0.95x.
+MIN_POSITIONS_PER_CHANNEL = 32
+
+
+def applies(kernel, stride, dilation, c_in: int, c_out: int, dtype,
+            positions: int | None = None) -> bool:
     """Whether a channels-first convolution goes this way: 3x3, stride 1, no dilation,
-    float32/float64, at least ``MIN_CHANNELS`` in and out, and ``enabled()``."""
+    float32/float64, at least ``MIN_CHANNELS`` in and out, ``positions`` (output positions
+    over the batch, when known) at least ``MIN_POSITIONS_PER_CHANNEL`` per channel, and
+    ``enabled()``."""
+    if positions is not None and positions < MIN_POSITIONS_PER_CHANNEL * max(c_in, c_out):
+        return False
     return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and min(c_in, c_out) >= MIN_CHANNELS
             and np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64)) and enabled())
@@ -62,7 +78,12 @@ def applies(kernel, stride, dilation, c_in: int, c_out: int, dtype) -> bool:
 def filter_transform(w: np.ndarray) -> np.ndarray:
     """HWIO 3x3 weights -> ``U [36, O, C]`` (``G w G^T`` per channel pair, in float64 and
     rounded once)."""
-    u = np.einsum("ai,ijco,bj->aboc", _G, w.astype(np.float64), _G)
+    # one GEMM: U[(a, b), (o, c)] = sum over (i, j) of (G kron G)[(a, b), (i, j)] w[i, j, c, o],
+    # written straight in U's order. (A three-operand einsum looped over all of (a, b, i, j,
+    # c, o), and transposing its result was memory-bound: 140-220 ms at 512 x 512 channels,
+    # more than the convolution of a 7x7 image; this takes a few ms.)
+    taps = w.astype(np.float64).transpose(0, 1, 3, 2).reshape(9, -1)  # [(i, j), (o, c)]
+    u = _GG @ taps
     return np.ascontiguousarray(u.reshape(36, w.shape[3], w.shape[2]), dtype=w.dtype)
 
 

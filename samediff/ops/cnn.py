@@ -224,7 +224,9 @@ def _cf(fmt: str) -> bool:
 
 def _hwio(w, wfmt: str):
     w = np.asarray(w)
-    return np.ascontiguousarray(w.transpose(2, 3, 1, 0)) if wfmt == "OIHW" else w
+    # a view: the kernels copy the weights once into the layout their GEMMs read (for a 1x1
+    # OIHW kernel that is the weights as they are), so a copy here would be a second one
+    return w.transpose(2, 3, 1, 0) if wfmt == "OIHW" else w
 
 
 def _from_hwio(dw, wfmt: str):
