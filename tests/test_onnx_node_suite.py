@@ -48,9 +48,9 @@ def test_the_failure_list_is_within_the_figure():
 #: every this-many-th case runs compiled (fused kernels), the rest through the interpreter:
 #: the suite checks the converters' semantics, which both executors share, and compiling the
 #: kernels of ~1,900 small graphs (many dtypes) would cost more than the rest of the suite
-#: (20 compiled cases cost ~12 s of a cold CI run; test_onnx_import, test_onnx_torch_models
-#: and the export tests check compiled against interpreted runs of imported graphs)
-COMPILED_EVERY = 96
+#: (10 compiled cases, ~5 s of a cold CI run; test_onnx_import, test_onnx_torch_models and the
+#: export tests check compiled against interpreted runs of imported graphs)
+COMPILED_EVERY = 192
 
 
 @pytest.mark.heavy(seconds=40)
