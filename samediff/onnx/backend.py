@@ -247,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = sweep(args.ops.split(",") if args.ops else None)
     passed = sum(1 for r in results.values() if not r)
     causes = collections.Counter(r.split(":")[0] for r in results.values() if r)
-    print(f"{passed}/{len(results)} node tests pass ({100.0 * passed / max(1, len(results)):.1f} %)")
+    share = 100.0 * passed / max(1, len(results))
+    print(f"{passed}/{len(results)} node tests pass ({share:.1f} %)")
     for cause, n in causes.most_common():
         print(f"  {n:5d}  {cause}")
     if args.write_failures:

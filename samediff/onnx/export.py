@@ -27,12 +27,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ir import VariableType
-from .exporting import EXPORTERS, ExportContext, OnnxExportError
+from .exporting import (EXPORTERS, MAX_OPSET, MIN_OPSET, ExportContext, OnnxExportError,
+                        type_weak_literals)
 
 __all__ = ["to_onnx", "exportable", "OnnxExportError", "EXPORTERS", "DEFAULT_OPSET"]
 
 DEFAULT_OPSET = 17
-MIN_OPSET, MAX_OPSET = 13, 23
+
+
+def _load_exporters() -> None:
+    """Import the exporter modules, which fill ``EXPORTERS`` (on first use: they need onnx)."""
+    from . import (export_control, export_indexing, export_ops, export_ops_2,  # noqa: F401
+                   export_recurrent)
 
 
 def exportable(op: Any) -> bool:
@@ -41,7 +47,7 @@ def exportable(op: Any) -> bool:
     >>> exportable("relu"), exportable("fft")
     (True, False)
     """
-    from . import export_ops, export_ops_2  # noqa: F401 - fill EXPORTERS
+    _load_exporters()
     return (op if isinstance(op, str) else op.name) in EXPORTERS
 
 
@@ -62,7 +68,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
     """
     import onnx
     from onnx import helper, numpy_helper
-    from . import export_ops, export_ops_2  # noqa: F401 - fill EXPORTERS
+    _load_exporters()
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET}")
     graph = sd.graph
@@ -95,7 +101,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
         except Exception as exc:  # noqa: BLE001 - name the node
             raise OnnxExportError(f"node {node.name!r} ({node.op.name}): {type(exc).__name__}: "
                                   f"{exc}") from exc
-    _type_weak_literals(ctx, graph)
+    type_weak_literals(ctx, graph)
     outs = [_tensor_type(name, graph.vars[name].ttype) for name in outputs]
     onnx_graph = helper.make_graph(ctx.nodes, "nd4py", inputs, outs,
                                    initializer=initializers + ctx.initializers)
@@ -116,23 +122,3 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
 #: newer IR than runtimes of its opset know)
 _IR_FOR_OPSET = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10,
                  23: 11}
-
-
-def _type_weak_literals(ctx: ExportContext, graph: Any) -> None:
-    """Weak Python-scalar constants (``x * 2.0``) become initializers of the type their node
-    computes in: its result's (arithmetic: the exporters cast the other inputs to it), or, for
-    a bool result (a comparison), the strong input's."""
-    from onnx import numpy_helper
-    done: set[str] = set()
-    for node in graph.nodes:
-        strong = [i for i in node.inputs if not graph.vars[i].ttype.weak]
-        dtype = np.dtype(graph.vars[node.outputs[0]].ttype.dtype)
-        if dtype == np.bool_ and strong:
-            dtype = np.result_type(*[graph.vars[i].ttype.dtype for i in strong])
-        for i in node.inputs:
-            var = graph.vars[i]
-            if var.ttype.weak and var.value is not None and i not in done:
-                value = np.asarray(var.value.numpy() if hasattr(var.value, "numpy")
-                                   else var.value, dtype=dtype)
-                ctx.initializers.append(numpy_helper.from_array(value, i))
-                done.add(i)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import VariableType
-from .exporting import EXPORTERS, ExportContext, OnnxExportError, exports
+from .exporting import EXPORTERS, ExportContext, OnnxExportError, exports, type_weak_literals
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -73,7 +73,6 @@ def inline_body(ctx: ExportContext, body: Any, bind: dict[str, str], hint: str,
     added to ``ctx``."""
     from onnx import helper, numpy_helper
 
-    from .export import _type_weak_literals
     if types is not None:
         body = typed(body, types)
     missing = [f"{n.name!r} ({n.op.name})" for n in body.nodes if n.op.name not in EXPORTERS]
@@ -96,7 +95,7 @@ def inline_body(ctx: ExportContext, body: Any, bind: dict[str, str], hint: str,
         except Exception as exc:
             raise OnnxExportError(f"{hint} body node {node.name!r} ({node.op.name}): "
                                   f"{type(exc).__name__}: {exc}") from exc
-    _type_weak_literals(child, body)
+    type_weak_literals(child, body)
     nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in child.initializers]
     nodes += child.nodes
     prefix = _unique_prefix(ctx, hint)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .export_ops_2 import _INT64_MAX, _INT64_MIN, _axes, _scalar
-from .exporting import exports
+from .exporting import _INT64_MAX, _INT64_MIN, _axes, _scalar, exports
 
 # -- shapes, indexing, scatter ------------------------------------------------------------------
 

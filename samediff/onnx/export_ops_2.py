@@ -18,26 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.geometry import axis_pads
-from .export import MAX_OPSET
 from .export_ops import _from_nchw, _to_nchw
-from .exporting import ExportContext, exports
-
-_INT64_MAX, _INT64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
-
+from .exporting import MAX_OPSET, ExportContext, _axes, _scalar, exports
 
 def _ntuple(v, n: int) -> list[int]:
     """An int attribute (or one per spatial axis) as ``n`` ints."""
     if isinstance(v, (int, np.integer)):
         return [int(v)] * n
     return [int(a) for a in v]
-
-
-def _axes(dims, rank: int) -> list[int]:
-    """A reduction's ``dims`` attribute as non-negative axes (None: all of them)."""
-    if dims is None:
-        return list(range(rank))
-    dims = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
-    return sorted(int(d) + rank if int(d) < 0 else int(d) for d in dims)
 
 
 def _reduce_to(ctx: ExportContext, onnx_op: str, x: str, axes, keep: bool,
@@ -47,10 +35,6 @@ def _reduce_to(ctx: ExportContext, onnx_op: str, x: str, axes, keep: bool,
     if ctx.opset >= (13 if onnx_op == "ReduceSum" else 18):
         return ctx.emit(onnx_op, [x, ctx.ints(axes)], out, keepdims=int(keep))[0]
     return ctx.emit(onnx_op, [x], out, axes=[int(a) for a in axes], keepdims=int(keep))[0]
-
-
-def _scalar(ctx: ExportContext, value, dtype) -> str:
-    return ctx.const(value, np.dtype(dtype), hint="scalar")
 
 
 def _static_shape(ctx: ExportContext, node, name: str, why: str) -> tuple[int, ...]:
@@ -541,4 +525,3 @@ def _nms(ctx, node) -> None:
              center_point_box=int(node.attrs.center_point_box))
 
 
-from . import export_control, export_indexing, export_recurrent  # noqa: F401

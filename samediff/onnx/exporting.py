@@ -97,3 +97,40 @@ class ExportContext:
 
     def fail(self, node: Any, why: str) -> OnnxExportError:
         return OnnxExportError(f"node {node.name!r} ({node.op.name}): {why}")
+
+
+#: the opsets ``to_onnx`` writes
+MIN_OPSET, MAX_OPSET = 13, 23
+_INT64_MAX, _INT64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
+
+
+def _axes(dims, rank: int) -> list[int]:
+    """A reduction's ``dims`` attribute as non-negative axes (None: all of them)."""
+    if dims is None:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
+    return sorted(int(d) + rank if int(d) < 0 else int(d) for d in dims)
+
+
+def _scalar(ctx: "ExportContext", value, dtype) -> str:
+    return ctx.const(value, np.dtype(dtype), hint="scalar")
+
+
+def type_weak_literals(ctx: ExportContext, graph: Any) -> None:
+    """Weak Python-scalar constants (``x * 2.0``) become initializers of the type their node
+    computes in: its result's (arithmetic: the exporters cast the other inputs to it), or, for
+    a bool result (a comparison), the strong input's."""
+    from onnx import numpy_helper
+    done: set[str] = set()
+    for node in graph.nodes:
+        strong = [i for i in node.inputs if not graph.vars[i].ttype.weak]
+        dtype = np.dtype(graph.vars[node.outputs[0]].ttype.dtype)
+        if dtype == np.bool_ and strong:
+            dtype = np.result_type(*[graph.vars[i].ttype.dtype for i in strong])
+        for i in node.inputs:
+            var = graph.vars[i]
+            if var.ttype.weak and var.value is not None and i not in done:
+                value = np.asarray(var.value.numpy() if hasattr(var.value, "numpy")
+                                   else var.value, dtype=dtype)
+                ctx.initializers.append(numpy_helper.from_array(value, i))
+                done.add(i)

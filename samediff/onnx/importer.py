@@ -32,68 +32,14 @@ from ..errors import NdError
 from ..ops import get_op
 from .dtypes import np_dtype
 from .optimize import fold_conv_batch_norm
-from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, describe, lookup)
+from .values import OnnxOptional, OnnxSequence, describe_value, element_name
+from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, all_nodes, describe,
+                    lookup)
 
 __all__ = ["import_onnx", "import_with_outputs", "NodeContext", "OnnxSequence",
            "OnnxOptional", "element_name"]
 
 Value = Any  # SDVariable | np.ndarray (| OnnxSequence | OnnxOptional where a node allows them)
-
-
-class OnnxSequence:
-    """An ONNX ``seq(tensor)`` value during import: a fixed number of elements (each an
-    ``SDVariable`` or a numpy array) and the element ``dtype`` (kept for an empty sequence).
-    Immutable: the sequence converters build new ones, so a value bound to one ONNX name never
-    changes under another."""
-
-    __slots__ = ("items", "dtype")
-
-    def __init__(self, items: Sequence[Value] = (), dtype: Any = None) -> None:
-        self.items = tuple(items)
-        if dtype is None and self.items:
-            dtype = self.items[0].dtype
-        self.dtype = None if dtype is None else np.dtype(dtype)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __iter__(self) -> Any:
-        return iter(self.items)
-
-    def __getitem__(self, i: int) -> Value:
-        return self.items[i]
-
-    def __repr__(self) -> str:
-        return f"OnnxSequence(<{len(self.items)} x {self.dtype}>)"
-
-
-class OnnxOptional:
-    """An ONNX ``optional(...)`` value during import: ``value`` is a tensor value or an
-    ``OnnxSequence``, or None for an empty optional (whether it is empty is known at import)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Value = None) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"OnnxOptional({self.value!r})"
-
-
-def element_name(name: str, i: int) -> str:
-    """The graph variable of element ``i`` of sequence ``name`` (a graph input or output):
-    ``name.i``, e.g. ``"seq.0"``."""
-    return f"{name}.{i}"
-
-
-def describe_value(value: Value) -> str:
-    """'a sequence of 3 tensor(s)', 'an empty optional'... for error messages."""
-    if isinstance(value, OnnxSequence):
-        return f"a sequence of {len(value)} tensor(s)"
-    if isinstance(value, OnnxOptional):
-        return ("an empty optional" if value.value is None
-                else f"an optional holding {describe_value(value.value)}")
-    return "a tensor"
 
 
 def _onnx() -> Any:
@@ -257,6 +203,13 @@ class NodeContext:
     def rank(self, value: Value) -> int:
         return len(self.shape(value))
 
+    def graph_of(self, value: Value) -> Any:
+        """The IR graph being built when ``value`` is one of its variables (so a converter can
+        follow how a run-time value was computed: shape arithmetic); None for an array or a
+        value inside a control-flow body."""
+        sd = self.graph.sd
+        return sd.graph if getattr(value, "_recorder", None) is sd._recorder else None
+
     # -- recording -------------------------------------------------------------------------
     def op(self, name: str, *inputs: Value, **attrs: Any) -> Any:
         """Record table op ``name`` on ``inputs`` (arrays become constants), or evaluate it
@@ -360,25 +313,11 @@ def _tensor_shape(t: Any) -> tuple[np.dtype, tuple[int, ...]]:
     return dtype, dims
 
 
-def _all_nodes(nodes: Sequence[Any]) -> list:
-    """``nodes`` and the nodes of their graph attributes (control-flow bodies), depth first."""
-    out = []
-    for node in nodes:
-        out.append(node)
-        for a in node.attribute:
-            if a.type == a.GRAPH:
-                out += _all_nodes(a.g.node)
-            elif a.type == a.GRAPHS:
-                for g in a.graphs:
-                    out += _all_nodes(g.node)
-    return out
-
-
 def check_supported(nodes: Sequence[Any], opsets: Mapping[str, int]) -> None:
     """Raise one ``OnnxImportError`` naming every node without a converter (bodies of
     control-flow nodes included)."""
     missing = []
-    for node in _all_nodes(nodes):
+    for node in all_nodes(nodes):
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         version = opsets.get(domain)
         if version is None:

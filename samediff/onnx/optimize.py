@@ -14,16 +14,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .table import DEFAULT_DOMAINS
+from .table import DEFAULT_DOMAINS, all_nodes
 
 __all__ = ["fold_conv_batch_norm"]
 
 
 def _readers(nodes: Sequence[Any]) -> dict[str, int]:
     """How many node inputs read each value name (control-flow bodies' reads included)."""
-    from .importer import _all_nodes
     counts: dict[str, int] = {}
-    for node in _all_nodes(nodes):
+    for node in all_nodes(nodes):
         for name in node.input:
             counts[name] = counts.get(name, 0) + 1
     return counts

@@ -17,7 +17,7 @@ the arithmetic on it, ``Constant``...), so converters never special-case constan
 from __future__ import annotations
 
 import bisect
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import NdError
 
@@ -102,3 +102,17 @@ def describe(node: Any, opset: int) -> str:
 
 
 Attr = Any  # (an attribute value as ``onnx.helper.get_attribute_value`` gives it)
+
+
+def all_nodes(nodes: Sequence[Any]) -> list:
+    """``nodes`` and the nodes of their graph attributes (control-flow bodies), depth first."""
+    out = []
+    for node in nodes:
+        out.append(node)
+        for a in node.attribute:
+            if a.type == a.GRAPH:
+                out += all_nodes(a.g.node)
+            elif a.type == a.GRAPHS:
+                for g in a.graphs:
+                    out += all_nodes(g.node)
+    return out

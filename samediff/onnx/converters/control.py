@@ -14,7 +14,7 @@ from ...control.cond import cond
 from ...control.loops import scan
 from ...control.while_loop import while_loop
 from ...errors import OpError
-from ..importer import OnnxOptional, OnnxSequence
+from ..values import OnnxOptional, OnnxSequence
 from ..table import converter
 from .sequence import from_tree, to_tree, unrolled_loop
 

@@ -112,8 +112,8 @@ def _to_e8m0(node, x, saturate: bool, mode: str):
     if mode == "up":
         up = bit_set(0x7FFFFF)
     elif mode == "nearest":  # guard bit, and then round, sticky or a non-zero exponent
-        tie_break = node.op("logical_or", node.op("logical_or", bit_set(0x200000), bit_set(0x1FFFFF)),
-                            node.op("neq", exp, k(0)))
+        sticky = node.op("logical_or", bit_set(0x200000), bit_set(0x1FFFFF))
+        tie_break = node.op("logical_or", sticky, node.op("neq", exp, k(0)))
         up = node.op("logical_and", bit_set(0x400000), tie_break)
     else:
         up = None

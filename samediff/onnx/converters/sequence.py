@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import np_dtype
-from ..importer import OnnxOptional, OnnxSequence, describe_value
+from ..values import OnnxOptional, OnnxSequence, describe_value
 from ..table import converter
 
 #: the most iterations a Loop carrying a sequence is unrolled to (each one is a copy of the

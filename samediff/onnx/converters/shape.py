@@ -36,16 +36,15 @@ def _shape(node):
     return node.op("slice", full, begin=(start,), size=(max(end - start, 0),))
 
 
-def _partial_ints(value):
+def _partial_ints(node, value):
     """``(values, known)`` of a 1-D integer run-time ``value`` as far as import knows it,
     following the exporter's shape arithmetic: ``shape_of(t)`` is known where ``t``'s dims
     are static, a ``concat`` where its pieces are (constants, or such shapes); any other
     piece is unknown. None when ``value`` is not a ``concat`` or ``shape_of`` of a
     ``SameDiff`` graph (values inside control-flow bodies are not followed)."""
-    from ...samediff import SDVariable
-    if type(value) is not SDVariable or len(value.shape) != 1:
+    graph = node.graph_of(value)
+    if graph is None or len(value.shape) != 1:
         return None
-    graph = value.sd.graph
 
     def piece(name):
         var = graph.vars[name]
@@ -78,7 +77,7 @@ def _static_target(node, x, target, allowzero):
     target matches it. Keeps the static dims in the graph's types, so later Shape arithmetic
     on them folds. None when more than one element is run-time or -1, or one is 0 (the
     element count cannot then decide the -1)."""
-    partial = _partial_ints(target)
+    partial = _partial_ints(node, target)
     if partial is None:
         return None
     values, known = partial
@@ -193,16 +192,16 @@ def _concat(node):
     return node.op("concat", *values, axis=int(node.attr("axis", 0)))
 
 
-def _known_dims(value):
+def _known_dims(node, value):
     """The dims of ``value`` when it is ``shape_of(t)`` (a ``Shape`` of a tensor with a
     run-time dim) -- ``t``'s static shape, -1 where only run time knows -- else None."""
-    from ...samediff import SDVariable
-    if type(value) is not SDVariable:  # (values inside control-flow bodies are not)
+    graph = node.graph_of(value)
+    if graph is None:  # (values inside control-flow bodies are not followed)
         return None
-    producer = value.sd.graph.vars[value.name].producer
+    producer = graph.vars[value.name].producer
     if producer is None or producer.op.name != "shape_of":
         return None
-    return np.asarray(value.sd.graph.vars[producer.inputs[0]].ttype.shape, np.int64)
+    return np.asarray(graph.vars[producer.inputs[0]].ttype.shape, np.int64)
 
 
 @converter("Gather", since=(1, 11, 13))
@@ -212,7 +211,7 @@ def _gather(node):
     rank = node.rank(x)
     axis = axis + rank if axis < 0 else axis
     size = node.shape(x)[axis]
-    dims = _known_dims(x) if isinstance(idx, np.ndarray) else None
+    dims = _known_dims(node, x) if isinstance(idx, np.ndarray) else None
     if dims is not None and idx.dtype.kind in "iu" and np.all((idx >= -size) & (idx < size)):
         # Shape -> Gather picking dims known at import (the channels, not the run-time
         # batch): a constant, so what PyTorch's exporter builds on it folds too -- its
