@@ -19,7 +19,7 @@ import numpy as np
 
 from . import profiler
 from .arg_kinds import WEAK_SCALARS
-from .dtypes import DEFAULT_FLOAT, is_supported, nd4j_name, to_dtype, unsupported
+from .dtypes import DEFAULT_FLOAT, SUPPORTED, is_storage, nd4j_name, to_dtype, unsupported
 from .errors import NdDTypeError, NdIndexError, OpError, OpIndexError, TracingError
 from .ops import REGISTRY, OpDef, TensorType
 from .ops.registry import describe
@@ -152,7 +152,7 @@ def to_value(x: Any) -> Any:
     if isinstance(x, NDArray):
         return x._data
     if isinstance(x, np.ndarray):
-        if not is_supported(x.dtype):
+        if x.dtype not in SUPPORTED and not is_storage(x.dtype):  # (a set lookup first)
             raise unsupported(x.dtype)
         return x
     if isinstance(x, _PY_SCALARS):
@@ -184,7 +184,7 @@ def as_numpy(data: Any, dtype: Any = None, order: str = "C") -> np.ndarray:
             arr = arr.astype(want, copy=False)
         elif arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
-    if not is_supported(arr.dtype):
+    if arr.dtype not in SUPPORTED and not is_storage(arr.dtype):
         raise unsupported(arr.dtype, "create: ", "; pass dtype= to convert")
     if order.upper() == "F" and arr.ndim > 1 and not arr.flags.f_contiguous:
         arr = np.asfortranarray(arr)

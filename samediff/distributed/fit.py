@@ -46,7 +46,6 @@ import time
 import uuid
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 
 from .. import compiler, serialize
 from ..errors import TrainingError
@@ -441,16 +440,7 @@ class _Run:
         if dtypes is not None:
             params = tasks.average(params, count, dtypes["params"])
             slots = tasks.average(slots, count, dtypes["slots"])
-        for name, value in params.items():
-            sd.write_value(name, value)
-        arrays = sd.updater_state.arrays
-        for p, per_slot in slots.items():
-            have = arrays.setdefault(p, {})
-            for s, value in per_slot.items():
-                if s in have and have[s].shape == value.shape:
-                    np.copyto(have[s], value)
-                else:
-                    have[s] = np.array(value, copy=True)
+        tasks.write_state(sd, params, slots)
 
     def _retries(self, keys: list[str]) -> dict[int, int]:
         """``{partition: extra attempts}`` from the scheduler's transition log."""

@@ -52,9 +52,10 @@ def _state(state: Any, digest: str | None, here: str,
     return (*decode_state(state, digest or "", here), iteration)
 
 
-def _load(model: Any, params: dict, slots: dict, iteration: int, epoch: int) -> None:
-    """Copy the round's numbers into the cached model (its arrays keep their identity, so
-    the compiled step's cached inputs stay valid)."""
+def write_state(model: Any, params: dict, slots: dict) -> None:
+    """Copy parameters and updater arrays into ``model`` (a worker's cached model, or the
+    client's after averaging). Updater arrays keep their identity where they can, so a
+    compiled step's cached inputs stay valid."""
     for name, value in params.items():
         model.write_value(name, value)
     arrays = model.updater_state.arrays
@@ -66,6 +67,11 @@ def _load(model: Any, params: dict, slots: dict, iteration: int, epoch: int) -> 
                 np.copyto(old, value)
             else:
                 have[s] = np.array(value, copy=True)
+
+
+def _load(model: Any, params: dict, slots: dict, iteration: int, epoch: int) -> None:
+    """The round's numbers and counters in the cached model."""
+    write_state(model, params, slots)
     st = model.updater_state
     st.iteration, st.epoch, st.batch = iteration, epoch, 0
 

@@ -104,37 +104,36 @@ def _conv(ctx, node) -> None:
                      stride, dilation))
 
 
-@exports("depthwise_conv2d")
-def _depthwise(ctx, node) -> None:
-    """Channel c with multiplier m gives output channel ``c * M + m``: ONNX's grouped Conv
-    with one group per input channel, whose weights ``[C * M, 1, kH, kW]`` are ND4J's
-    ``[kH, kW, C, M]`` flattened over (C, M) and moved to the front."""
+def _depthwise_weights(ctx, node, what: str) -> tuple[str, dict]:
+    """ND4J's depthwise weights ``[kH, kW, C, M]`` as ONNX's grouped-Conv weights ``[C * M, 1,
+    kH, kW]`` (channel c with multiplier m gives output channel ``c * M + m``: flattened over
+    (C, M), moved to the front), and that Conv's attributes (one group per input channel)."""
     a = node.attrs
-    x = _to_nchw(ctx, node, node.inputs[0], a.data_format)
-    kh, kw, c, m = _static_shape(ctx, node, node.inputs[1], "a depthwise convolution")
+    kh, kw, c, m = _static_shape(ctx, node, node.inputs[1], what)
     (w,) = ctx.emit("Reshape", [node.inputs[1], ctx.ints([kh, kw, c * m, 1])])
     (w,) = ctx.emit("Transpose", [w], perm=[2, 3, 0, 1])
     stride, dilation = _ntuple(a.stride, 2), _ntuple(a.dilation, 2)
-    _nc_emit(ctx, node, a.data_format, "Conv", [x, w, *node.inputs[2:]], strides=stride,
-             dilations=dilation, group=c,
-             **_pads(a.padding, 2, _spatial(ctx, node.inputs[0], a.data_format), (kh, kw),
-                     stride, dilation))
+    return w, dict(strides=stride, dilations=dilation, group=c,
+                   **_pads(a.padding, 2, _spatial(ctx, node.inputs[0], a.data_format),
+                           (kh, kw), stride, dilation))
+
+
+@exports("depthwise_conv2d")
+def _depthwise(ctx, node) -> None:
+    """ONNX's grouped Conv with one group per input channel."""
+    x = _to_nchw(ctx, node, node.inputs[0], node.attrs.data_format)
+    w, conv = _depthwise_weights(ctx, node, "a depthwise convolution")
+    _nc_emit(ctx, node, node.attrs.data_format, "Conv", [x, w, *node.inputs[2:]], **conv)
 
 
 @exports("separable_conv2d")
 def _separable(ctx, node) -> None:
     """A depthwise convolution then a 1x1 pointwise one (``pw [1, 1, C * M, O]``)."""
-    a = node.attrs
-    x = _to_nchw(ctx, node, node.inputs[0], a.data_format)
-    kh, kw, c, m = _static_shape(ctx, node, node.inputs[1], "a separable convolution")
-    (w,) = ctx.emit("Reshape", [node.inputs[1], ctx.ints([kh, kw, c * m, 1])])
-    (w,) = ctx.emit("Transpose", [w], perm=[2, 3, 0, 1])
-    stride, dilation = _ntuple(a.stride, 2), _ntuple(a.dilation, 2)
-    (y,) = ctx.emit("Conv", [x, w], strides=stride, dilations=dilation, group=c,
-                    **_pads(a.padding, 2, _spatial(ctx, node.inputs[0], a.data_format),
-                            (kh, kw), stride, dilation))
+    x = _to_nchw(ctx, node, node.inputs[0], node.attrs.data_format)
+    w, conv = _depthwise_weights(ctx, node, "a separable convolution")
+    (y,) = ctx.emit("Conv", [x, w], **conv)
     (pw,) = ctx.emit("Transpose", [node.inputs[2]], perm=[3, 2, 0, 1])
-    _nc_emit(ctx, node, a.data_format, "Conv", [y, pw, *node.inputs[3:]])
+    _nc_emit(ctx, node, node.attrs.data_format, "Conv", [y, pw, *node.inputs[3:]])
 
 
 @exports("deconv2d", "deconv3d")

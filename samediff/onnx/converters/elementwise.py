@@ -74,21 +74,29 @@ def _cast_like(node):
     return _cast_to(node, node.input(0), node.dtype(node.input(1)))
 
 
-_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+#: the float8 types whose conversions saturate (``saturate=1``, ONNX's default): Cast,
+#: CastLike and QuantizeLinear
+FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
 
-def _cast_to(node, x, dtype: np.dtype):
-    """ONNX's Cast: numpy's conversion, except that float8 targets saturate by default
-    (``saturate=1``: out-of-range values and infinities become the largest finite value of
-    the sign; NaN stays NaN) and float8_e8m0 rounds its exponent by ``round_mode``."""
-    if dtype.name == "float8_e8m0fnu":
-        return _to_e8m0(node, x, bool(node.attr("saturate", 1)),
-                        str(node.attr("round_mode", "up")))
-    if dtype.name in _FLOAT8 and node.attr("saturate", 1) and node.dtype(x) != np.bool_:
+def saturating_cast(node, x, dtype: np.dtype):
+    """``x`` as ``dtype``, by numpy's conversion -- except that to a float8 type with the
+    node's ``saturate`` (default 1) out-of-range values and infinities become the largest
+    finite value of their sign (NaN stays NaN)."""
+    if dtype.name in FLOAT8 and node.attr("saturate", 1) and node.dtype(x) != np.bool_:
         import ml_dtypes
         top = float(ml_dtypes.finfo(dtype).max)
         x = node.op("clip_by_value", x, clip_min=-top, clip_max=top)
     return node.op("cast", x, dtype=dtype)
+
+
+def _cast_to(node, x, dtype: np.dtype):
+    """ONNX's Cast: ``saturating_cast``, and float8_e8m0 rounding its exponent by
+    ``round_mode``."""
+    if dtype.name == "float8_e8m0fnu":
+        return _to_e8m0(node, x, bool(node.attr("saturate", 1)),
+                        str(node.attr("round_mode", "up")))
+    return saturating_cast(node, x, dtype)
 
 
 def _to_e8m0(node, x, saturate: bool, mode: str):

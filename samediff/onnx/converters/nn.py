@@ -15,6 +15,7 @@ import numpy as np
 
 from ...ops.indexing import index_to_spec
 from ..table import converter
+from .elementwise import FLOAT8, saturating_cast
 
 # --- MatMul, Gemm ------------------------------------------------------------------------------
 
@@ -580,8 +581,7 @@ def _static_shape(node, x) -> tuple[int, ...]:
 _QRANGE = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
            "int16": (-32768, 32767), "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3),
            "int2": (-2, 1)}  # (by name: the 4- and 2-bit ones are ml_dtypes' types)
-_FLOAT_QUANT = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-                "float4_e2m1fn")
+_FLOAT_QUANT = (*FLOAT8, "float4_e2m1fn")
 _QUANT_NAMES = ", ".join((*_QRANGE, *_FLOAT_QUANT))
 
 
@@ -631,11 +631,7 @@ def _quantize(node):
         if out.name.startswith("float4") and zp is not None:
             xf = node.op("add", xf, node.op("cast", _per_axis(node, zp, x, axis, block),
                                             dtype=fdt))
-        if out.name.startswith("float8") and node.attr("saturate", 1):
-            import ml_dtypes
-            top = float(ml_dtypes.finfo(out).max)
-            xf = node.op("clip_by_value", xf, clip_min=-top, clip_max=top)
-        return node.op("cast", xf, dtype=out)
+        return saturating_cast(node, xf, out)
     # round half to even, then the zero point, in float64 (exact for every int16 value)
     q = node.op("cast", node.op("round_half_even", xf), dtype=np.float64)
     if zp is not None:
