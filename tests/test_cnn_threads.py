@@ -173,16 +173,19 @@ def test_2x2_max_pool_adjoint_zeroes_what_no_window_covers(shape):
     np.testing.assert_array_equal(dx, max_pooling2d_grad_ref(x, g, **kw))
 
 
-@pytest.mark.parametrize("shape, w_shape, cf, pad", [
-    ((4, 16, 9, 10), (3, 3, 16, 16), True, (1, 1)),   # Winograd
-    ((4, 3, 9, 10), (3, 3, 3, 5), True, (1, 1)),      # im2col, compiled
-    ((4, 9, 10, 3), (3, 3, 3, 5), False, (0, 1)),     # NHWC: per tap
+@pytest.mark.parametrize("shape, w_shape, cf, pad, route", [
+    ((4, 16, 9, 10), (3, 3, 16, 16), True, (1, 1), "winograd"),
+    ((4, 16, 9, 10), (3, 3, 16, 16), True, (1, 1), "hwc"),  # channels-last, compiled
+    ((4, 3, 9, 10), (3, 3, 3, 5), True, (1, 1), "im2col"),  # compiled
+    ((4, 9, 10, 3), (3, 3, 3, 5), False, (0, 1), "taps"),   # NHWC: per tap
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_relu_epilogue_equals_relu_after_every_route(always_split, monkeypatch, shape, w_shape,
-                                                     cf, pad, dtype):
+                                                     cf, pad, route, dtype):
     """``conv(..., relu=True)`` is ``np.maximum(conv(...), 0)`` bit for bit (NaN kept), on
     every route, split or not, in bands or whole images."""
+    if route != "hwc":
+        monkeypatch.setattr(K, "HWC_MAX_WIDTH", -1)
     rng = np.random.default_rng(4)
     x = rng.standard_normal(shape).astype(dtype)
     x.reshape(-1)[5] = np.nan  # a NaN output must stay NaN through the epilogue

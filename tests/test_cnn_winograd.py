@@ -27,6 +27,8 @@ def _every_size(monkeypatch):
     ``MIN_POSITIONS_PER_CHANNEL``; ``test_small_images_of_many_channels_take_im2col`` checks
     that rule)."""
     monkeypatch.setattr(W, "MIN_POSITIONS_PER_CHANNEL", 0)
+    # and not the channels-last route, which small images of a batch take first
+    monkeypatch.setattr(K, "HWC_MAX_WIDTH", -1)
 ATTRS = {"stride": (1, 1), "dilation": (1, 1), "groups": 1, "data_format": "NCHW",
          "weights_format": "HWIO"}
 

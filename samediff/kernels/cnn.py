@@ -3,6 +3,14 @@
 Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per op, layout,
 kernel, channels and dtype:
 
+* ``"hwc"`` (``kernels/im2col_hwc.py``), tried first: NCHW batches of small images (outputs
+  at most ``HWC_MAX_WIDTH`` wide) with at least 8 input channels -- chunks of images turned
+  channels-last, so each gathered copy is a run of C values, and one GEMM per chunk. The
+  digits CNN's shapes (batch 32, float32, two threads, one loaded run): 32->32 3x3 on 8x8
+  forward / input / weight adjoint 1.04 / 0.88 / 0.96 ms against 1.65 / 2.07 / 1.70 by the
+  per-image route and 2.6 / 2.6 by Winograd; 32->64 on 4x4 0.62 / 0.49 / 0.47 against
+  ~1.0 / 1.2-1.4 / 1.0; 64->64 on 16x16 at batch 8 1.39 / 1.10 / 0.95 against 2.1 / 4.1 / 1.5.
+  The example's epoch: 4.2 -> 2.4 s.
 * ``"winograd"`` (``kernels/winograd.py``): 3x3, stride 1, >= 16 channels in and out, NCHW,
   forward and input adjoint (the latter is the same 3x3 correlation with the kernel flipped
   and the channels swapped): Winograd F(4x4, 3x3), 4x fewer multiplies.
@@ -66,6 +74,7 @@ import numpy as np
 
 from . import compiling, forksafe, spin, split, workers
 from . import im2col as I
+from . import im2col_hwc as H
 from . import winograd as W
 from .geometry import Pair, axis_pads, geometry, out_shape, spatial, tap_range  # noqa: F401
 
@@ -315,6 +324,12 @@ def _warm(key: tuple) -> None:
         x, w = np.ones((1, 16, 4, 4), dt), np.ones((3, 3, 16, 16), dt)
         g = conv(x, w, one, "same", one, True)
         conv_input_grad(g, w, x.shape, one, "same", one, True)
+    elif route == "hwc":
+        x, w = np.ones((2, H.MIN_CHANNELS, 4, 4), dt), np.ones((3, 3, H.MIN_CHANNELS, 2), dt)
+        g = conv(x, w, one, "same", one, True, bias=np.zeros(2, dt), relu=True)
+        conv(x, w, one, "same", one, True)
+        conv_input_grad(g, w, x.shape, one, "same", one, True)
+        conv_weight_grad(x, g, (3, 3), one, "same", one, True)
     elif route == "im2col":
         x, w = np.ones((1, 1, 4, 4), dt), np.ones((3, 3, 1, 2), dt)
         g = conv(x, w, one, pads, one, True)
@@ -372,6 +387,50 @@ def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
     todo = I.units(range(n), oh, ow, kk, budget)
     # Python-run drivers (no private BLAS) would only trade the GIL: one thread then
     return _unit_halves(todo, n * oh * ow * kk * o if I.compiled() else 0), kk
+
+
+def _hwc_plan(x_shape, w_shape, geo, cf, dtype):
+    """None (another route), or the channels-last route's chunks of images
+    (``kernels.im2col_hwc``) in one or two halves, and the scratch sizes of its largest chunk
+    ``(xh, cols, tmp)``: NCHW, float32/64, the private BLAS there, a batch, at least
+    ``MIN_CHANNELS`` input channels, outputs at most ``MAX_WIDTH`` wide and one image's
+    ``cols`` within the im2col budget."""
+    n, c, o = x_shape[0], w_shape[2], w_shape[3]
+    oh, ow = geo[0][2], geo[1][2]
+    if not (cf and n > 1 and c >= H.MIN_CHANNELS and ow <= HWC_MAX_WIDTH
+            and np.dtype(dtype) in _NUMBA_DTYPES and I.compiled()):
+        return None
+    kk, positions = w_shape[0] * w_shape[1] * c, oh * ow
+    budget = I.budget(n, oh, ow, o, kk)
+    if positions * kk > budget:
+        return None
+    macs = n * positions * kk * o
+    todo = H.chunks(n, positions * kk, budget, macs >= SPLIT_MIN_MACS)
+    m = int((todo[:, 1] - todo[:, 0]).max())
+    sizes = (m * x_shape[2] * x_shape[3] * c, m * positions * kk, o * m * positions)
+    return _unit_halves(todo, macs), sizes
+
+
+def _hwc(driver, plan, first, second, result, tail):
+    """``kernels.im2col_hwc`` ``driver(first, second, result, chunks, *scratch, *tail)``
+    over the plan's parts at once, each with its thread's kept buffers. ``result`` is shared
+    (disjoint writes), or a shape for the weight adjoint: each part then fills a ``[kk, O]``
+    of its own, and their sum is returned (as ``_im2col``)."""
+    parts, (xh_n, cols_n, tmp_n) = plan
+
+    def work(part, go):
+        s = _kept_scratch(first.dtype)
+        into = np.empty(result, first.dtype) if isinstance(result, tuple) else result
+        H.run(driver, first, second, into, part, s.view("hwc_x", (xh_n,)),
+              s.view("cols", (cols_n,)), s.view("hwc_tmp", (tmp_n,)), *tail, go)
+        return into
+    got = split.on_halves(parts, work)
+    return sum(got[1:], got[0]) if isinstance(result, tuple) else result
+
+
+#: output widths up to which an NCHW convolution of >= ``im2col_hwc.MIN_CHANNELS`` input
+#: channels goes channels-last (its per-row copies are shorter than a vector or two there)
+HWC_MAX_WIDTH = 16
 
 
 def _unit_halves(todo: np.ndarray, macs: int) -> list[np.ndarray]:
@@ -433,6 +492,11 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
+    hwc = _hwc_plan(x.shape, w.shape, geo, cf, dtype)
+    if hwc is not None and _ready("hwc", dtype):
+        w2t = np.ascontiguousarray(w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1)
+        return _hwc(H.forward, hwc, np.ascontiguousarray(x), w2t, out,
+                    (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
                         out.shape[0] * out.shape[2] * out.shape[3]) \
             and _ready("winograd", dtype):
@@ -463,6 +527,11 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
+    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype)
+    if hwc is not None and _ready("hwc", dtype):
+        w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
+        return _hwc(H.input_grad, hwc, np.ascontiguousarray(g), w2, np.empty(xshape, dtype),
+                    _geo_args(geo, w.shape[:2], stride, dilation))
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype,
                         xshape[0] * xshape[2] * xshape[3]) \
             and _ready("winograd", dtype):
@@ -487,6 +556,12 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     geo = geometry(hw, kernel, stride, padding, dilation)
     dtype = np.result_type(x, g)
     c, o = (x.shape[1], g.shape[1]) if cf else (x.shape[3], g.shape[3])
+    hwc = _hwc_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, dtype)
+    if hwc is not None and _ready("hwc", dtype):
+        x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
+        dw2 = _hwc(H.weight_grad, hwc, np.ascontiguousarray(x), np.ascontiguousarray(g),
+                   (kernel[0] * kernel[1] * c, o), _geo_args(geo, kernel, stride, dilation))
+        return dw2.reshape(kernel[0], kernel[1], c, o)
     plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad", dtype)
     if plan is not None and _ready("im2col", dtype):
         x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
