@@ -1,7 +1,7 @@
 """Branch-free, vectorizable float32 elementwise math for generated Numba kernels.
 
 A fused kernel that calls ``math.exp``/``math.tanh`` on float32 makes a libm call per element,
-which keeps LLVM from vectorizing the loop.  These ``@njit(inline="always")`` scalar functions
+which keeps LLVM from vectorizing the loop.  These scalar functions (inlined by LLVM or Numba)
 take and return float32 and use only float32 arithmetic (np.float32 constants, no float64
 anywhere), integer bit operations through scalar ``.view`` and selects that LLVM turns into
 blends, so a loop calling them vectorizes (16 lanes with AVX-512).  Division goes through
@@ -79,7 +79,14 @@ __all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "t
 #: bounds below are measured with it). No reassociation, no-NaN or no-inf assumptions.
 KERNEL_FASTMATH = frozenset({"contract"})
 
-_jit = numba.njit(inline="always", fastmath=set(KERNEL_FASTMATH), cache=False)
+#: Plain Numba functions: LLVM inlines them into a kernel's loop (which then vectorizes) on
+#: its own. Numba's IR-level ``inline="always"`` copies a function's IR into every kernel
+#: that calls it: ~0.4 s of compile per kernel with a tanh in it (12 kernels of two
+#: transcendental ops each: 8.7-10.6 s -> 4.3-5.4 s cold, same run times). Only the
+#: helpers and the two erf functions keep it: LLVM's inliner declines erf as too big, and a
+#: call per element keeps the loop scalar (``test_float32_only_and_vectorized``).
+_jit = numba.njit(fastmath=set(KERNEL_FASTMATH), cache=False)
+_inline = numba.njit(inline="always", fastmath=set(KERNEL_FASTMATH), cache=False)
 _F = np.float32
 _I = np.int32
 
@@ -125,20 +132,20 @@ _GELU_KC2 = _F(1.5957691216057308 * 0.044715 * 1.4426950408889634)
 
 
 # ----------------------------------------------------------------------------- helpers
-@_jit
+@_inline
 def _div(a, b):
     # np.divide never raises ZeroDivisionError, so `/` does not add a per-element check
     # (and a branch that blocks vectorization) under Numba's default error_model="python".
     return np.divide(a, b)
 
 
-@_jit
+@_inline
 def _expm1_poly(r):
     q = _E2 + r * (_E3 + r * (_E4 + r * (_E5 + r * _E6)))
     return r + (r * r) * q
 
 
-@_jit
+@_inline
 def _exp_reduce(hi, lo, nonpos):
     """exp(hi + lo) = exp(r) * sa * c with |r| <= ln2/2 (+ rounding); returns (r, sa, c, 1/c).
 
@@ -161,14 +168,14 @@ def _exp_reduce(hi, lo, nonpos):
     return r, np.int32(sb).view(np.float32), c, cinv
 
 
-@_jit
+@_inline
 def _exp_parts(hi, lo, nonpos):
     """exp(hi + lo) as a * c (see _exp_reduce); fold small factors into a before c."""
     r, sa, c, _ = _exp_reduce(hi, lo, nonpos)
     return (_ONE + _expm1_poly(r)) * sa, c
 
 
-@_jit
+@_inline
 def _exp2_nonpos(v):
     """2**v for v in [-190, 0] or NaN; subnormal results are rounded twice."""
     t = v + _MAGIC
@@ -178,7 +185,7 @@ def _exp2_nonpos(v):
     return (p * sa.view(np.float32)) * _TWO_M64
 
 
-@_jit
+@_inline
 def _log_core(u, kadj, c):
     """log(u) + c for finite u > 0 (u * 2**-kadj normal); c is a small additive correction."""
     ix = np.float32(u).view(np.int32)
@@ -192,14 +199,14 @@ def _log_core(u, kadj, c):
     return (((s * (hfsq + rr) + (kf * _LN2_LO + c)) - hfsq) + f) + kf * _LN2_HI
 
 
-@_jit
+@_inline
 def _log1p_pos(e):
     """log1p(e) for e in [0, 1] or NaN (no special-value handling needed there)."""
     u = _ONE + e
     return _log_core(u, _ZERO, _div(e - (u - _ONE), u))
 
 
-@_jit
+@_inline
 def _erfcx_scaled(t):
     """erfcx(t) = erfc(t) * exp(t*t) for 0 <= t <= 10.9."""
     q = _div(t - _TWO, t + _TWO)
@@ -209,14 +216,14 @@ def _erfcx_scaled(t):
     return _div(p, _ONE + _TWO * t)
 
 
-@_jit
+@_inline
 def _erf_small(x):
     """erf(x) for |x| <= 1."""
     z = x * x
     return x + x * (_R0 + z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * _R6))))))
 
 
-@_jit
+@_inline
 def _split_sq(x):
     """x*x as hi + lo with hi exact (x's top 12 bits squared) and lo its small correction."""
     xh = np.int32(np.bitwise_and(np.float32(x).view(np.int32), _SPLIT_MASK)).view(np.float32)
@@ -298,7 +305,7 @@ def log_sigmoid_f32(x):
     return (x if x < _ZERO else _ZERO) - _log1p_pos(a * c)
 
 
-@_jit
+@_inline
 def erf_f32(x):
     small = _erf_small(x)
     t = math.fabs(x)
@@ -319,7 +326,7 @@ def gelu_tanh_f32(x):
     return _div(x if x >= _ZERO else xz * e, _ONE + e)
 
 
-@_jit
+@_inline
 def gelu_erf_f32(x):
     # 0.5*x*(1 + erf(x/sqrt2)) == 0.5*x*erfc(-x/sqrt2); erfc(t) = erfcx(t) * exp(-t*t), with
     # t*t = x*x/2 formed exactly (hi + lo) from x so exp(-t*t) keeps full relative accuracy.

@@ -132,7 +132,7 @@ def publish(flags: np.ndarray, index: int, value: int) -> None:
     _store_seq_cst(flags, index, value)
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
+@numba.njit(nogil=True, cache=True)
 def announce(go: tuple) -> None:
     """Called first thing by a nogil kernel that got a ``go`` token (``workers.both(...,
     gated=True)``): the caller has let go of the GIL, so the helper may take it now. (A
