@@ -30,10 +30,22 @@ raises ``DistributedTrainingError`` naming the partitions still running. The sch
 transition log tells how many times each task started: ``History.rounds[i].retries`` and the
 ``samediff.distributed`` logger name the partitions that ran more than once.
 
+**Random draws** (dropout masks) come from a stream per task, ``random_state.stream`` seeded
+by (run ``seed``, epoch, first batch of the round or step, partition) (``tasks.task_stream``),
+never from a worker's global stream — whose state depends on which tasks that process ran
+before, and which is seeded from the OS on a fresh worker. So a recomputed task draws exactly
+what the lost one drew, and a run with dropout is the same bits run to run for the same seed,
+whatever the workers and however many were lost; a resumed run draws what the uninterrupted
+one did (the stream is named by the round's position in the run, not by a counter of this call).
+
 **Same numbers as local.** With one partition and ``averaging_frequency=1`` (or
 ``mode="gradients"``), training equals ``sd.fit`` bit for bit: same batches, same step code,
-same updater state evolution, same iteration counter for schedules. Tasks run plans with the
-client's executor (``compiled`` or ``interpreter``). With P partitions, each step's learning
+same updater state evolution, same iteration counter for schedules — for a model whose training
+draws no random numbers. With dropout it equals ``sd.fit`` in all but the masks: local ``fit``
+draws them from the global stream (``set_seed``), which a task cannot share (continuing it
+would chain every task to the one before and break recomputation from lineage), so the two
+runs are equally distributed but not the same bits. Tasks run plans with the client's executor
+(``compiled`` or ``interpreter``). With P partitions, each step's learning
 rate follows the iteration counter, which advances by one per local step (as on each DL4J
 worker): a schedule sized for a local run of N examples spans P times as many epochs here.
 """
@@ -56,7 +68,7 @@ from ..training.listeners import as_listener
 from ..training.trainer import (ON_NONFINITE, _evaluations, _progress, _summary, _train_step,
                                 evaluate_loss)
 from . import tasks
-from .data import Partitions, partition
+from .data import Partitions, Placeholders, partition
 from .errors import DistributedTrainingError
 from .history import DistributedHistory, RoundRecord
 from .payload import encode_model, encode_state
@@ -137,7 +149,9 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
     * ``data``: ``(features, labels)`` numpy or dask arrays, a dict ``{placeholder: array}``,
       or a list of ``.npz`` paths/URLs (one partition each; ``data.py``). numpy arrays are cut
       into ``partitions`` parts (default: one per worker); dask arrays' blocks along axis 0
-      are the partitions (``partitions=`` rechunks them);
+      are the partitions (``partitions=`` rechunks them). Dask DataFrame/Series pieces,
+      ``(ddf[feature_cols], ddf[label_cols])`` or ``{placeholder: ddf[cols]}``: the frame's
+      partitions are the partitions, converted on the workers to the placeholders' dtypes;
     * ``epochs``: epochs to train from ``sd``'s epoch counter (a resumed run stops at the
       same epoch as the run it resumes); ``batch_size``: per partition and step;
     * ``averaging_frequency``: local steps per round; in ``mode="gradients"`` the steps whose
@@ -150,6 +164,8 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
       exists, and continues: the result is the same as an uninterrupted run's;
     * ``listeners``: as ``fit``'s; ``on_iteration_end`` is called once per round;
       ``verbose``: a progress bar of rounds per epoch;
+    * ``seed``: the partitions' shuffling and the tasks' random streams (dropout), as in the
+      module docstring (default: ``random_state.get_seed()``, or 0 when none was set);
     * ``retries``: times a task that raised is run again; ``round_timeout``: seconds a round
       may take before ``DistributedTrainingError``.
 
@@ -253,7 +269,8 @@ class _Run:
     def start(self, data: Any, n_partitions: int | None) -> None:
         model_bytes, self.model_digest = encode_model(self.sd)
         self.model = self.client.scatter(model_bytes, broadcast=True)
-        self.parts: Partitions = partition(data, self.client, n_partitions)
+        self.parts: Partitions = partition(data, self.client, n_partitions,
+                                           Placeholders.of(self.sd))
         self.batches = self.parts.batches(self.batch_size)
         if not any(self.batches):
             raise TrainingError("fit_distributed: the data has no examples")

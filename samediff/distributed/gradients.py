@@ -15,7 +15,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..training.finite import all_finite
 from ..training.state import UpdaterState
 from ..training.step import TrainStep
 
@@ -27,40 +26,28 @@ def gradient_pass(step: TrainStep, feeds: Mapping[str, np.ndarray],
     statistics), "types": {placeholder: (shape, dtype)}}``. Nothing is changed."""
     values, plan, _ = step.prepare(dict(feeds), state)
     with np.errstate(all="ignore"):
-        first = plan.gradients.execute([values[k] for k in plan.gradients.input_slots])
-    results = dict(zip(plan._gradient_outputs, first))
-    finite = bool(all_finite(*[results[k] for k in plan._checked]))
-    return {"loss": float(results[step.loss_name]), "finite": finite,
+        results, finite = plan.run_gradients(values)
+    return {"loss": float(results[step.loss_name]), "finite": bool(finite),
             # copies: a compiled plan may reuse its output buffers on the next run
-            "handoff": {k: np.array(results[k], copy=True) for k in plan._handoff},
+            "handoff": {k: np.array(results[k], copy=True) for k in plan.handoff},
             "updates": {n: np.array(results[v], copy=True)
                         for n, v in step.state_updates.items()},
-            "types": {n: (values[n].shape, values[n].dtype.str) for n, _ in step._placeholders}}
+            "types": {n: (values[n].shape, values[n].dtype.str)
+                      for n in step.batch_placeholders}}
 
 
 def apply_update(step: TrainStep, state: UpdaterState, handoff: Mapping[str, np.ndarray],
                  updates: Mapping[str, np.ndarray],
                  types: Mapping[str, tuple[tuple, str]]) -> None:
-    """Run the update plan on ``handoff`` (averaged gradients): parameters and ``state`` are
-    updated in place, running statistics written, ``state.iteration`` advanced — what
-    ``TrainStep.run`` does after a finite gradient plan. ``types`` (a batch's placeholder
-    shapes) select the plan; the batch itself is not needed (only its type is)."""
+    """Run the update plan on ``handoff`` (averaged gradients) and commit it as
+    ``TrainStep.run`` commits a finite step: parameters and ``state`` updated in place, the
+    (averaged) running statistics ``updates`` written, ``state.iteration`` advanced. ``types``
+    (a batch's placeholder shapes) select the plan; the batch itself is not needed (only its
+    type is)."""
     feeds = {n: np.empty(shape, np.dtype(dt)) for n, (shape, dt) in types.items()}
-    values, plan, _ = step.prepare(dict(feeds), state)
-    fed = dict(values)
-    values.update(handoff)
+    values, plan, _ = step.prepare(feeds, state)
+    # the running statistics go where the gradient plan would have put them
+    results = {**handoff, **{step.state_updates[n]: v for n, v in updates.items()}}
     with np.errstate(all="ignore"):
-        second = plan.update.execute([values[k] for k in plan.update.input_slots])
-    results = dict(zip(plan._update_outputs, second))
-    model = step.model
-    for p in step.params:
-        new = results[step.new_params[p]]
-        if new is not fed.get(p):  # (a donated buffer already holds the update)
-            model.write_value(p, new)
-        for s in step.slots:
-            target, value = state.arrays[p][s], results[step.new_state[p][s]]
-            if value is not target:
-                np.copyto(target, value)
-    for name, value in updates.items():  # running statistics (batch norm)
-        model.write_value(name, value)
-    state.iteration += 1
+        results = plan.run_update(values, results)
+    step.commit(results, values, state)

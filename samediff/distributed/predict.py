@@ -15,14 +15,14 @@ import numpy as np
 from .. import compiler
 from ..errors import TrainingError
 from .payload import cached, encode_model, where
-from .tasks import _executor
+from .tasks import using_executor
 
 
 def _predict_block(block: np.ndarray, payload: bytes, digest: str, placeholder: str,
                    output: str, executor: str) -> np.ndarray:
     """(On a worker.) The output for one block of rows."""
     entry = cached(payload, digest, where())
-    with entry.lock, _executor(executor):
+    with entry.lock, using_executor(executor):
         out = np.asarray(entry.model.output({placeholder: block}, output)[output])
     if out.ndim == 0 or out.shape[0] != block.shape[0]:
         raise TrainingError(f"predict_blocks: {output!r} gave shape {out.shape} for a block of "

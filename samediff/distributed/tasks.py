@@ -4,7 +4,10 @@ Every task takes the model payload, the training state it starts from and its pa
 data, and returns new arrays; none keeps anything a retry would need (the per-process model
 cache only saves the cost of loading: a task on a fresh worker loads the model again). So when
 a worker is lost, Dask recomputes its tasks from their lineage on another worker and the result
-is the same bits.
+is the same bits. That includes random draws (dropout masks): a training task draws from its
+own stream, ``random_state.stream`` seeded by (run seed, epoch, first batch, partition) —
+``task_stream`` — never from the worker's global stream, whose state depends on what that
+process ran before.
 
 * ``train_partition``: ``steps`` local steps of one partition (parameter averaging), run by
   ``samediff.training.fit`` itself on the batches a local ``fit`` of that partition would see;
@@ -22,7 +25,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .. import compiler
+from .. import compiler, random_state
 from ..errors import TrainingError
 from ..training.data import Batches, FeedMapping
 from ..training.trainer import NonFiniteError, _train_step, fit
@@ -31,7 +34,7 @@ from .payload import cached, decode_state, where
 
 
 @contextlib.contextmanager
-def _executor(name: str) -> Iterator[None]:
+def using_executor(name: str) -> Iterator[None]:
     """Run plans with the client's executor (a worker would otherwise use its own default):
     "compiled" and "interpreter" may round differently, and distributed results must match the
     client's local ones."""
@@ -40,6 +43,19 @@ def _executor(name: str) -> Iterator[None]:
         yield
     finally:
         compiler.set_executor(previous)
+
+
+#: first word of every task stream's entropy. ``SeedSequence`` pads short entropy with zeros, so
+#: without it the stream of (seed, epoch, batch 0, partition 0) would be the generator that
+#: shuffles that epoch (``Batches``: ``default_rng([seed, epoch])``)
+STREAM_TAG = 0x5D_D157
+
+
+def task_stream(seed: int, epoch: int, batch: int, partition: int) -> Any:
+    """The random stream (a ``random_state.stream`` context) of the task training ``partition``
+    from batch ``batch`` of ``epoch`` in a run seeded ``seed``: the same numbers wherever and
+    however often the task runs, different ones for every other task of the run."""
+    return random_state.stream(STREAM_TAG, seed, epoch, batch, partition)
 
 
 def _state(state: Any, digest: str | None, here: str,
@@ -83,7 +99,7 @@ def _loaded(model_bytes: bytes, model_digest: str, state: Any, state_digest: str
     round's parameters, updater state and counters in it and ``executor`` set: yields
     ``(model, params, iteration)``."""
     entry = cached(model_bytes, model_digest, here)
-    with entry.lock, _executor(executor):
+    with entry.lock, using_executor(executor):
         params, slots, iteration = _state(state, state_digest, here, iteration)
         _load(entry.model, params, slots, iteration, epoch)
         yield entry.model, params, iteration
@@ -135,8 +151,9 @@ def train_partition(model_bytes: bytes, model_digest: str, state: Any, state_dig
         if not window:
             return _empty(partition)
         t1 = time.perf_counter()
-        history = fit(model, window, 1, batch_size=None, shuffle=False, verbose=0, seed=seed,
-                      on_nonfinite=on_nonfinite)
+        with task_stream(seed, epoch, start, partition):
+            history = fit(model, window, 1, batch_size=None, shuffle=False, verbose=0,
+                          seed=seed, on_nonfinite=on_nonfinite)
         t2 = time.perf_counter()
         record = history.epochs[0]
         samples = sum(len(b[0]) if isinstance(b, tuple) else len(next(iter(b.values())))
@@ -171,7 +188,8 @@ def partition_gradients(model_bytes: bytes, model_digest: str, state: Any,
             return _empty(partition)
         step = _ready_step(model)
         t1 = time.perf_counter()
-        out = gradient_pass(step, batch, model.updater_state)
+        with task_stream(seed, epoch, index, partition):
+            out = gradient_pass(step, batch, model.updater_state)
         n = len(next(iter(batch.values())))
         return {"count": 1, "grads": out["handoff"], "updates": out["updates"],
                 "dtypes": {"grads": dtypes_of(out["handoff"]),

@@ -291,8 +291,7 @@ class TrainStep:
         caller has already set that for many steps (``fit`` does, per epoch: entering it costs
         ~3 us) and this is the error state outside it, used for converting feeds and building
         plans (whose warnings the user should see)."""
-        values, plan, fixed = self.prepare(feeds, state, outer_errstate=outer_errstate)
-        model = self.model
+        values, plan, _ = self.prepare(feeds, state, outer_errstate=outer_errstate)
         # a non-finite step is reported by fit; numpy's warnings about it (interpreter, library
         # calls) would only repeat that, and compiled kernels never warn
         if outer_errstate is None:
@@ -301,19 +300,34 @@ class TrainStep:
         else:
             results, self.last_applied = plan.execute(values)
         if self.last_applied:
-            fed = fixed[0]
-            for p in self.params:
-                new = results[self.new_params[p]]
-                if new is not fed.get(p):  # (a donated buffer already holds the update)
-                    model.write_value(p, new)
-                for s in self.slots:
-                    _store(state.arrays[p][s], results[self.new_state[p][s]])
-            for name, value in self.state_updates.items():  # running statistics
-                model.write_value(name, results[value])
-            state.iteration += 1
+            self.commit(results, values, state)
         self.last_penalty = (None if self.penalty_name is None
                              else float(results[self.penalty_name]))
         return float(results[self.loss_name]), {k: results[k] for k in self.extra_outputs}
+
+    def commit(self, results: dict[str, Any], inputs: dict[str, Any],
+               state: UpdaterState) -> None:
+        """Make an applied step's ``results`` (a ``StepPlan``'s, by output name) the model's
+        and ``state``'s: new parameters, updater arrays and running statistics written, and
+        ``state.iteration`` advanced. ``inputs``: the values the step ran on (``prepare``'s),
+        so a parameter whose buffer the update already wrote (donation) is not copied again.
+        ``run`` calls it after a finite step; ``samediff.distributed`` after an update on
+        averaged gradients."""
+        model = self.model
+        for p in self.params:
+            new = results[self.new_params[p]]
+            if new is not inputs.get(p):  # (a donated buffer already holds the update)
+                model.write_value(p, new)
+            for s in self.slots:
+                _store(state.arrays[p][s], results[self.new_state[p][s]])
+        for name, value in self.state_updates.items():  # running statistics
+            model.write_value(name, results[value])
+        state.iteration += 1
+
+    @property
+    def batch_placeholders(self) -> tuple[str, ...]:
+        """The placeholders a step reads from each batch (features, labels...)."""
+        return tuple(n for n, _ in self._placeholders)
 
     def _make_plan(self, types: dict[str, TensorType]) -> StepPlan:
         """Both plans for inputs of these types (exact shapes: the batch's)."""
@@ -408,16 +422,34 @@ class StepPlan:
         """Outputs of the update plan written into their input's buffer (``CompiledPlan``)."""
         return getattr(self.update, "donations", 0)
 
+    @property
+    def handoff(self) -> list[str]:
+        """What the update plan reads that the gradient plan computes (the gradients)."""
+        return self._handoff
+
     def execute(self, values: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Both halves: ``run_gradients``, then ``run_update`` only if the check held."""
+        results, finite = self.run_gradients(values)
+        if not finite:
+            return results, False
+        return self.run_update(values, results), True
+
+    def run_gradients(self, values: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The gradient plan on ``values`` (every input by name): ``({output: value}, finite)``
+        — ``finite`` when the loss and every gradient are. Nothing is written."""
         first = self.gradients.execute([values[k] for k in self.gradients.input_slots])
         results = dict(zip(self._gradient_outputs, first))
-        if not all_finite(*[results[k] for k in self._checked]):
-            return results, False
+        return results, all_finite(*[results[k] for k in self._checked])
+
+    def run_update(self, values: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+        """The update plan on ``values`` and the gradient plan's ``results`` (at least the
+        ``handoff`` names); returns ``results`` with the new parameters and state added.
+        Writes the parameters' and state's buffers in place (donation)."""
         values = {**values, **results}
         self._unshare(values)
         second = self.update.execute([values[k] for k in self.update.input_slots])
         results.update(zip(self._update_outputs, second))
-        return results, True
+        return results
 
     def _unshare(self, values: dict[str, Any]) -> None:
         """Copy a handed-over value (a gradient) that shares its buffer with one the update
