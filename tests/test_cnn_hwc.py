@@ -20,11 +20,11 @@ except ImportError:  # run from the repository root as a package
 pytestmark = pytest.mark.skipif(not blas.available(), reason="the route needs the private BLAS")
 
 CASES = [  # (x shape NCHW, kernel, out channels, stride, padding, dilation)
-    ((4, 8, 8, 8), (3, 3), 16, (1, 1), (1, 1), (1, 1)),    # the digits CNN's kind
-    ((3, 9, 7, 5), (3, 2), 4, (2, 1), (0, 1), (1, 1)),     # odd sizes, strides, uneven kernel
+    ((4, 16, 8, 8), (3, 3), 24, (1, 1), (1, 1), (1, 1)),   # the digits CNN's kind
+    ((3, 17, 7, 5), (3, 2), 4, (2, 1), (0, 1), (1, 1)),    # odd sizes, strides, uneven kernel
     ((2, 16, 6, 9), (3, 3), 8, (1, 2), (2, 0), (2, 1)),    # dilation; padding beyond the taps
-    ((5, 12, 4, 4), (1, 1), 7, (1, 1), (0, 0), (1, 1)),    # 1x1
-    ((2, 8, 3, 3), (3, 3), 5, (1, 1), (3, 3), (1, 1)),     # outputs larger than the input
+    ((5, 20, 4, 4), (1, 3), 7, (1, 1), (0, 1), (1, 1)),    # a 1x3 kernel
+    ((2, 16, 3, 3), (3, 3), 5, (1, 1), (3, 3), (1, 1)),    # outputs larger than the input
 ]
 
 
@@ -35,7 +35,8 @@ def _kw(stride, pad, dilation):
 
 def _plan_is_hwc(x_shape, w_shape, stride, pad, dilation, dtype) -> bool:
     geo = K.geometry(x_shape[2:], w_shape[:2], stride, pad, dilation)
-    return K._hwc_plan(x_shape, w_shape, geo, True, dtype) is not None
+    return all(K._hwc_plan(x_shape, w_shape, geo, True, dtype, op) is not None
+               for op in ("conv", "weight_grad", "input_grad"))
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
@@ -78,8 +79,8 @@ def test_two_threads_give_the_bits_of_one(monkeypatch):
     same chunks (the chunking does not depend on the thread count)."""
     monkeypatch.setattr(K, "SPLIT_MIN_MACS", 0)
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((6, 8, 5, 7)).astype(np.float32)
-    w = rng.standard_normal((3, 3, 8, 6)).astype(np.float32)
+    x = rng.standard_normal((6, 16, 5, 7)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 6)).astype(np.float32)
     g = rng.standard_normal((6, 6, 5, 7)).astype(np.float32)
     runs = [lambda: K.conv(x, w, (1, 1), "same", (1, 1), True),
             lambda: K.conv_input_grad(g, w, x.shape, (1, 1), "same", (1, 1), True),
@@ -108,13 +109,17 @@ def test_chunks_cover_the_batch_evenly():
             assert len(todo) % 2 == 0
 
 
-@pytest.mark.parametrize("x_shape, w_shape, want", [
-    ((32, 32, 8, 8), (3, 3, 32, 32), True),     # the digits CNN
-    ((32, 32, 4, 4), (3, 3, 32, 64), True),
-    ((32, 1, 8, 8), (3, 3, 1, 32), False),      # one input channel: per-image rows are longer
-    ((1, 32, 8, 8), (3, 3, 32, 32), False),     # one image: bands of rows on two threads
-    ((8, 64, 56, 56), (3, 3, 64, 64), False),   # wide rows: the NCHW gather copies well
+@pytest.mark.parametrize("x_shape, w_shape, want, want_input_grad", [
+    ((32, 32, 8, 8), (3, 3, 32, 32), True, True),       # the digits CNN
+    ((32, 32, 4, 4), (3, 3, 32, 64), True, True),
+    ((32, 64, 32, 32), (3, 3, 64, 64), False, True),    # the adjoint's other route is per tap
+    ((32, 8, 8, 8), (3, 3, 8, 32), False, False),       # few channels: per-image rows are longer
+    ((32, 32, 8, 8), (1, 1, 32, 64), False, False),     # 1x1: nothing to gather
+    ((1, 32, 8, 8), (3, 3, 32, 32), False, False),      # one image: bands of rows on two threads
+    ((8, 64, 56, 56), (3, 3, 64, 64), False, False),    # wide rows: the NCHW gather copies well
 ])
-def test_small_images_of_several_channels_take_the_route(x_shape, w_shape, want):
-    assert _plan_is_hwc(x_shape, w_shape, (1, 1), "same", (1, 1), np.float32) is want
-    assert not _plan_is_hwc(x_shape, w_shape, (1, 1), "same", (1, 1), np.float16)
+def test_small_images_of_many_channels_take_the_route(x_shape, w_shape, want, want_input_grad):
+    geo = K.geometry(x_shape[2:], w_shape[:2], (1, 1), "same", (1, 1))
+    for op, expected in (("conv", want), ("weight_grad", want), ("input_grad", want_input_grad)):
+        assert (K._hwc_plan(x_shape, w_shape, geo, True, np.float32, op) is not None) is expected
+        assert K._hwc_plan(x_shape, w_shape, geo, True, np.float16, op) is None

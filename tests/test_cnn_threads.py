@@ -186,6 +186,7 @@ def test_relu_epilogue_equals_relu_after_every_route(always_split, monkeypatch, 
     every route, split or not, in bands or whole images."""
     if route != "hwc":
         monkeypatch.setattr(K, "HWC_MAX_WIDTH", -1)
+        monkeypatch.setattr(K, "HWC_MAX_WIDTH_INPUT_GRAD", -1)
     rng = np.random.default_rng(4)
     x = rng.standard_normal(shape).astype(dtype)
     x.reshape(-1)[5] = np.nan  # a NaN output must stay NaN through the epilogue

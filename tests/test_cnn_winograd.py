@@ -29,6 +29,7 @@ def _every_size(monkeypatch):
     monkeypatch.setattr(W, "MIN_POSITIONS_PER_CHANNEL", 0)
     # and not the channels-last route, which small images of a batch take first
     monkeypatch.setattr(K, "HWC_MAX_WIDTH", -1)
+    monkeypatch.setattr(K, "HWC_MAX_WIDTH_INPUT_GRAD", -1)
 ATTRS = {"stride": (1, 1), "dilation": (1, 1), "groups": 1, "data_format": "NCHW",
          "weights_format": "HWIO"}
 

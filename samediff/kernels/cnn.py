@@ -4,7 +4,7 @@ Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per o
 kernel, channels and dtype:
 
 * ``"hwc"`` (``kernels/im2col_hwc.py``), tried first: NCHW batches of small images (outputs
-  at most ``HWC_MAX_WIDTH`` wide) with at least 8 input channels -- chunks of images turned
+  at most ``HWC_MAX_WIDTH`` wide) with at least 16 input channels -- chunks of images turned
   channels-last, so each gathered copy is a run of C values, and one GEMM per chunk. The
   digits CNN's shapes (batch 32, float32, two threads, one loaded run): 32->32 3x3 on 8x8
   forward / input / weight adjoint 1.04 / 0.88 / 0.96 ms against 1.65 / 2.07 / 1.70 by the
@@ -389,15 +389,17 @@ def _im2col_plan(x_shape, w_shape, geo, cf, op, dtype):
     return _unit_halves(todo, n * oh * ow * kk * o if I.compiled() else 0), kk
 
 
-def _hwc_plan(x_shape, w_shape, geo, cf, dtype):
+def _hwc_plan(x_shape, w_shape, geo, cf, dtype, op="conv"):
     """None (another route), or the channels-last route's chunks of images
     (``kernels.im2col_hwc``) in one or two halves, and the scratch sizes of its largest chunk
-    ``(xh, cols, tmp)``: NCHW, float32/64, the private BLAS there, a batch, at least
-    ``MIN_CHANNELS`` input channels, outputs at most ``MAX_WIDTH`` wide and one image's
-    ``cols`` within the im2col budget."""
+    ``(xh, cols, tmp)``: NCHW, float32/64, the private BLAS there, a batch, a kernel larger
+    than 1x1 (a 1x1 one gathers nothing worth reordering), at least ``MIN_CHANNELS`` input
+    channels, outputs at most ``HWC_MAX_WIDTH`` wide (``HWC_MAX_WIDTH_INPUT_GRAD`` for the
+    input adjoint) and one image's ``cols`` within the im2col budget."""
     n, c, o = x_shape[0], w_shape[2], w_shape[3]
     oh, ow = geo[0][2], geo[1][2]
-    if not (cf and n > 1 and c >= H.MIN_CHANNELS and ow <= HWC_MAX_WIDTH
+    widest = HWC_MAX_WIDTH_INPUT_GRAD if op == "input_grad" else HWC_MAX_WIDTH
+    if not (cf and n > 1 and c >= H.MIN_CHANNELS and ow <= widest and w_shape[0] * w_shape[1] > 1
             and np.dtype(dtype) in _NUMBA_DTYPES and I.compiled()):
         return None
     kk, positions = w_shape[0] * w_shape[1] * c, oh * ow
@@ -429,8 +431,12 @@ def _hwc(driver, plan, first, second, result, tail):
 
 
 #: output widths up to which an NCHW convolution of >= ``im2col_hwc.MIN_CHANNELS`` input
-#: channels goes channels-last (its per-row copies are shorter than a vector or two there)
+#: channels goes channels-last (its per-row copies are shorter than a vector or two there).
+#: The input adjoint gains up to twice that: its other route is the per-tap one (interleaved,
+#: batch 32, 3x3: 0.37-0.59x its time at 32x32 with 16-64 channels; forward and weight adjoint
+#: there 0.7-2x, so they stay on the per-image gather)
 HWC_MAX_WIDTH = 16
+HWC_MAX_WIDTH_INPUT_GRAD = 32
 
 
 def _unit_halves(todo: np.ndarray, macs: int) -> list[np.ndarray]:
@@ -527,7 +533,7 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
-    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype)
+    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype, "input_grad")
     if hwc is not None and _ready("hwc", dtype):
         w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
         return _hwc(H.input_grad, hwc, np.ascontiguousarray(g), w2, np.empty(xshape, dtype),
