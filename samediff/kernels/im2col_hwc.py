@@ -118,7 +118,9 @@ def gather(xh, cols, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
 
 @_njit
 def col2im(cols, dxh, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
-    """``dxh`` += the adjoint of ``gather`` (``dxh`` zeroed by the caller)."""
+    """``dxh`` += the adjoint of ``gather`` (``dxh`` zeroed by the caller): the same walk,
+    the copies reversed into adds -- two kernels, not one with a flag, as in
+    ``kernels.im2col`` (the flag's branches keep the runs from vectorizing)."""
     m, h, w, c_n = dxh.shape
     xf, cf = dxh.reshape(-1), cols.reshape(-1)
     u = np.uint64
