@@ -25,7 +25,7 @@ from timing import compare, comparison_parser  # benchmarks/timing.py (the scrip
 import nd4py as nd
 from samediff import SameDiff
 from samediff.training import TrainingConfig
-from samediff.training.trainer import _train_step
+from samediff.training.trainer import train_step_for
 from samediff.training.updaters import Sgd
 
 T, B, I, H, C, LR = 32, 32, 64, 128, 10, 0.05
@@ -59,7 +59,7 @@ def nd_rows() -> dict:
     sd.loss.softmax_cross_entropy("loss", y, logits)
     sd.set_training_config(TrainingConfig(updater=Sgd(LR), feature_mapping=["x"],
                                           label_mapping=["y"]))
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     sd.updater_state.ensure({p: sd.read_value(p) for p in step.params}, step.slots,
                             sd.training_config.updater.state_init())
     feeds = {"x": X, "y": Y}

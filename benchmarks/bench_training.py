@@ -27,7 +27,7 @@ import numpy as np
 
 from samediff import SameDiff
 from samediff.training import TrainingConfig
-from samediff.training.trainer import _train_step
+from samediff.training.trainer import train_step_for
 from samediff.training.updaters import Sgd
 
 B, D, H, C, LR = 128, 784, 256, 10, 0.01
@@ -166,7 +166,7 @@ def main() -> None:
 
     # same result first: one step each from the same parameters
     sd = build(params)
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     sd.updater_state.ensure({p: sd.read_value(p) for p in step.params}, step.slots,
                             sd.training_config.updater.state_init())
     ref = {k: v.copy() for k, v in params.items()}

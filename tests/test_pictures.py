@@ -21,7 +21,7 @@ from samediff.ir import Graph, VariableType
 from samediff.ops import TensorType, get_op
 from samediff.pictures import Picture, graph_picture, to_svg, write_picture
 from samediff.training import TrainingConfig
-from samediff.training.trainer import _train_step
+from samediff.training.trainer import train_step_for
 from samediff.training.updaters import Sgd
 
 F32, F64 = np.dtype("float32"), np.dtype("float64")
@@ -420,7 +420,7 @@ def test_training_step_shows_forward_backward_and_update_groups():
         sd.to_dot(training=True)
     sd.fit((np.ones((8, 4), np.float32), np.eye(3, dtype=np.float32)[[0, 1, 2, 0, 1, 2, 0, 1]]),
            batch_size=8, verbose=0)
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     plan = list(step._plans.values())[-1]
     d = Dot(sd.to_dot(training=True))
     names = d.by_name()

@@ -11,7 +11,7 @@ from samediff.errors import TrainingError
 from samediff.training import TrainingConfig
 from samediff.training.listeners import (CheckpointListener, EarlyStopping, LambdaListener,
                                          ScoreListener)
-from samediff.training.trainer import _train_step
+from samediff.training.trainer import train_step_for
 from samediff.training.updaters import Adam, Sgd
 
 pytestmark = pytest.mark.compiled  # training runs compiled plans, as users get them
@@ -129,7 +129,7 @@ def test_one_shot_generator_is_refused_for_a_second_epoch():
 
 def test_each_step_is_one_compiled_plan(monkeypatch):
     sd = regression()
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     sd.fit((X, Y), epochs=1, batch_size=32, verbose=0)
     (plan,) = step._plans.values()
     assert plan.kind == "compiled", plan.explain()
@@ -137,7 +137,7 @@ def test_each_step_is_one_compiled_plan(monkeypatch):
     original = type(plan).execute
     monkeypatch.setattr(type(plan), "execute", lambda self, v: calls.append(1) or original(self, v))
     sd.fit((X, Y), epochs=2, batch_size=32, verbose=0)
-    assert len(calls) == 6 and _train_step(sd, sd.training_config, ()) is step
+    assert len(calls) == 6 and train_step_for(sd, sd.training_config, ()) is step
 
 
 def test_fit_leaves_the_user_graph_unchanged():
@@ -273,7 +273,7 @@ def test_parameters_and_state_are_updated_in_their_own_buffers():
     sd = regression(Adam(0.01))
     w_buffer = sd.graph.vars["w"].value
     sd.fit((X, Y), epochs=2, batch_size=32, verbose=0)
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     (plan,) = step._plans.values()
     assert plan.donations == 6  # w, b and Adam's m, v of each
     assert sd.graph.vars["w"].value is w_buffer

@@ -16,7 +16,7 @@ from samediff.evaluation import Evaluation, RegressionEvaluation
 from samediff.training import NonFiniteError, TrainingConfig
 from samediff.training.finite import all_finite
 from samediff.training.listeners import LambdaListener, Listener
-from samediff.training.trainer import _train_step
+from samediff.training.trainer import train_step_for
 from samediff.training.updaters import Adam, Sgd, Updater
 
 RNG = np.random.default_rng(7)
@@ -329,10 +329,10 @@ def test_a_listener_failing_after_some_steps_keeps_those_steps_but_not_the_struc
 def test_a_failed_fit_keeps_the_cached_train_step_of_the_last_good_fit():
     sd = model()
     sd.fit(GOOD, epochs=1, verbose=0)
-    step = _train_step(sd, sd.training_config, ())
+    step = train_step_for(sd, sd.training_config, ())
     with pytest.raises(TrainingError):
         sd.fit((X[:0], Y[:0]), epochs=1, verbose=0)
-    assert _train_step(sd, sd.training_config, ()) is step  # nothing recompiles
+    assert train_step_for(sd, sd.training_config, ()) is step  # nothing recompiles
 
 
 def test_a_gradient_viewing_a_parameter_is_copied_before_the_update_writes_it():

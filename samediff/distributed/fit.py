@@ -65,8 +65,8 @@ from ..random_state import get_seed
 from ..training.data import Batches, FeedMapping
 from ..training.history import EpochRecord
 from ..training.listeners import as_listener
-from ..training.trainer import (ON_NONFINITE, _evaluations, _progress, _summary, _train_step,
-                                evaluate_loss)
+from ..training.trainer import (ON_NONFINITE, EpochProgress, epoch_summary, evaluate_loss,
+                                evaluation_lists, train_step_for)
 from . import tasks
 from .data import Partitions, Placeholders, partition
 from .errors import DistributedTrainingError
@@ -184,7 +184,7 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
     target = state.epoch + epochs  # a partial epoch in progress counts as one, as in fit
     if resume and checkpoint_path is not None:
         _resume(sd, os.fspath(checkpoint_path))
-    step = _train_step(sd, cfg, ())  # checks the config here, before anything is shipped
+    step = train_step_for(sd, cfg, ())  # checks the config here, before anything is shipped
     state.ensure({p: sd.read_value(p) for p in step.params}, step.slots,
                  cfg.updater.state_init())
     run = _Run(sd, client, mode, batch_size, averaging_frequency, shuffle,
@@ -194,7 +194,7 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
     history = run.history
     trainer = _ClientTrainer(sd, history, listeners)
     verbose = (1 if sys.stderr.isatty() else 0) if verbose is None else verbose
-    evs = _evaluations(evaluations)
+    evs = evaluation_lists(evaluations)
     val = None if validation is None else Batches(
         validation, FeedMapping(cfg.feature_mapping, cfg.label_mapping), batch_size, False, 0,
         "fit_distributed (validation)")
@@ -210,7 +210,7 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
                 ls.on_epoch_start(trainer, epoch)
             n_rounds = run.rounds_per_epoch
             title = f"epoch {epoch + 1}/{target}"
-            progress = _progress(range(n_rounds - state.batch // averaging_frequency), title,
+            progress = EpochProgress(range(n_rounds - state.batch // averaging_frequency), title,
                                  verbose)
             first = len(history.rounds)
             while state.epoch == epoch:
@@ -232,7 +232,7 @@ def fit_distributed(sd: Any, data: Any, client: Any = None, *, epochs: int = 1,
                 rec.metrics.update({f"val_{k}": v for k, v in metrics.items()})
             history.epochs.append(rec)
             if verbose > 0:
-                print(_summary(rec, title), file=sys.stderr)
+                print(epoch_summary(rec, title), file=sys.stderr)
             for ls in trainer.listeners:
                 ls.on_epoch_end(trainer, rec)
         for ls in trainer.listeners:

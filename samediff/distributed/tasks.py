@@ -28,7 +28,7 @@ import numpy as np
 from .. import compiler, random_state
 from ..errors import TrainingError
 from ..training.data import Batches, FeedMapping
-from ..training.trainer import NonFiniteError, _train_step, fit
+from ..training.trainer import NonFiniteError, fit, train_step_for
 from .gradients import apply_update, gradient_pass
 from .payload import cached, decode_state, where
 
@@ -204,7 +204,7 @@ def _ready_step(model: Any) -> Any:
     """The model's train step (built once per cached model) with its updater state made, as
     ``fit`` does before its first step."""
     cfg = model.training_config
-    step = _train_step(model, cfg, ())
+    step = train_step_for(model, cfg, ())
     model.updater_state.ensure({p: model.read_value(p) for p in step.params}, step.slots,
                                cfg.updater.state_init())
     return step

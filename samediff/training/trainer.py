@@ -69,7 +69,7 @@ def _config(model: TrainableModel) -> TrainingConfig:
     return cfg
 
 
-def _evaluations(spec: Mapping[str, Any] | None) -> dict[str, list]:
+def evaluation_lists(spec: Mapping[str, Any] | None) -> dict[str, list]:
     """``{output name: evaluation or [evaluations]}`` -> lists."""
     out: dict[str, list] = {}
     for name, evs in (spec or {}).items():
@@ -116,14 +116,14 @@ class Trainer:
         cfg = self.config
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise TrainingError(f"fit: epochs must be a whole number >= 0, got {epochs!r}")
-        evs = _evaluations(evaluations)
+        evs = evaluation_lists(evaluations)
         label = self._label_name(label, evs)
         mapping = FeedMapping(cfg.feature_mapping, cfg.label_mapping)
         seed = (get_seed() or 0) if seed is None else seed
         batches = Batches(data, mapping, batch_size, shuffle, seed, "fit")
         val = None if validation is None else Batches(validation, mapping, batch_size, False,
                                                       seed, "fit (validation)")
-        step = _train_step(self.model, cfg, tuple(evs))
+        step = train_step_for(self.model, cfg, tuple(evs))
         self.state.ensure({p: self.model.read_value(p) for p in step.params}, step.slots,
                           cfg.updater.state_init())
         for ls in self.listeners:
@@ -135,7 +135,7 @@ class Trainer:
                 record.metrics.update({f"val_{k}": v for k, v in metrics.items()})
             self.history.epochs.append(record)
             if self.verbose > 0:
-                print(_summary(record, f"epoch {i + 1}/{epochs}"), file=sys.stderr)
+                print(epoch_summary(record, f"epoch {i + 1}/{epochs}"), file=sys.stderr)
             for ls in self.listeners:
                 ls.on_epoch_end(self, record)
             if self.stop:
@@ -164,7 +164,7 @@ class Trainer:
             ev.reset()
         t0 = time.perf_counter()
         total, count, iterations, penalty, skipped = 0.0, 0, 0, 0.0, 0
-        progress = _progress(batches, title, self.verbose)
+        progress = EpochProgress(batches, title, self.verbose)
         skip = state.batch  # resumed from a mid-epoch checkpoint: those batches are done
         # evaluations read a batch's labels; nothing else keeps a batch past its step, so its
         # gather buffers can be reused. Without listeners or evaluations no user code runs in
@@ -256,7 +256,8 @@ def fit(model: TrainableModel, data: Any = None, epochs: int = 1, *,
         data, epochs, batch_size, shuffle, validation, evaluations, label, seed)
 
 
-def _train_step(model: TrainableModel, cfg: TrainingConfig, extra: tuple[str, ...]) -> TrainStep:
+def train_step_for(model: TrainableModel, cfg: TrainingConfig,
+                   extra: tuple[str, ...]) -> TrainStep:
     """One ``TrainStep`` per graph version, config and extra outputs (building it builds the
     step graph and compiles kernels; later fits reuse it). The model keeps it."""
     key = (cfg.to_json(), extra, tuple(model.loss_variables), tuple(model.trainable_names()))
@@ -344,7 +345,9 @@ def evaluate(model: TrainableModel, data: Any, output: str, evaluations: Iterabl
     return evs
 
 
-def _summary(record: EpochRecord, title: str) -> str:
+def epoch_summary(record: EpochRecord, title: str) -> str:
+    """The one-line summary ``fit(verbose=1)`` prints after an epoch (``fit_distributed``
+    too): ``title - loss ... - val_loss ... - metrics - seconds``."""
     parts = [title, f"loss {record.loss:.4g}"]
     if record.val_loss is not None:
         parts.append(f"val_loss {record.val_loss:.4g}")
@@ -353,8 +356,9 @@ def _summary(record: EpochRecord, title: str) -> str:
     return " - ".join(parts)
 
 
-class _progress:
-    """tqdm on a terminal (if installed), a one-line counter otherwise; silent when quiet."""
+class EpochProgress:
+    """An epoch's progress display, shared by ``fit`` and ``fit_distributed``: tqdm on a
+    terminal (if installed), a one-line counter otherwise; silent when quiet."""
 
     def __init__(self, batches: Batches, title: str, verbose: int) -> None:
         self.bar, self.verbose, self.n, self.title = None, verbose, 0, title
