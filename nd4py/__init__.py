@@ -29,6 +29,7 @@ from samediff.dtypes import (BOOL, BYTE, COMPLEX64, COMPLEX128, DOUBLE, FLOAT, H
                              nd4j_name, to_dtype, uint8)
 from samediff.dtypes import refused as _refused, storage_types as _storage_types, \
     unsupported as _unsupported
+from samediff import dtypes as _dtypes
 from samediff import udf  # noqa: F401
 from samediff import evaluation  # noqa: F401
 from samediff.ir import did_you_mean as _did_you_mean
@@ -121,8 +122,8 @@ nrand = random.randn
 class _DataType:
     """ND4J's ``DataType`` enum: ``nd.DataType.FLOAT`` is ``nd.FLOAT`` (a numpy dtype);
     ``BFLOAT16`` and the float8/4-bit types are storage types when ml_dtypes is installed
-    (``samediff.dtypes``). Types nd4py does not support (``UTF8``, ``COMPRESSED``...) raise
-    ``NdDTypeError``."""
+    (``samediff.dtypes``); ``UTF8`` is numpy's ``StringDType`` (numpy >= 2). Types nd4py does
+    not support (``COMPRESSED``...) raise ``NdDTypeError``."""
 
     BOOL, BYTE, UBYTE, SHORT, INT, LONG = BOOL, BYTE, UBYTE, SHORT, INT, LONG
     UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE = UINT16, UINT32, UINT64, HALF, FLOAT, DOUBLE
@@ -135,16 +136,19 @@ class _DataType:
             raise AttributeError(name)
         if name.lower() in _storage_types():  # BFLOAT16, FLOAT8_E4M3FN...: with ml_dtypes
             return _storage_types()[name.lower()]
+        if name == "UTF8":  # (numpy < 2: the named error)
+            return _dtypes.UTF8
         if _refused(name):
             raise _unsupported(name, f"DataType.{name}: ")
-        raise NdDTypeError(f"DataType.{name}: data type {name} is not supported (no strings, "
-                           f"compressed or unknown types); supported: "
+        raise NdDTypeError(f"DataType.{name}: data type {name} is not supported (no "
+                           f"compressed or unknown types); supported: UTF8, "
                            f"{', '.join(sorted(k for k in dir(type(self)) if k.isupper()))}")
 
     def values(self) -> list:
         """The supported types (ND4J's ``DataType.values()``)."""
+        utf8 = [_dtypes.UTF8] if _dtypes.has_utf8() else []  # (numpy >= 2)
         return [FLOAT, DOUBLE, HALF, LONG, INT, SHORT, BYTE, UBYTE, UINT16, UINT32, UINT64, BOOL,
-                COMPLEX64, COMPLEX128]
+                COMPLEX64, COMPLEX128, *utf8]
 
     def __repr__(self) -> str:
         return "nd4py.DataType"
@@ -161,6 +165,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     if name.lower() in _storage_types():  # nd.BFLOAT16, nd.bfloat16 (storage types: dtypes.py)
         return _storage_types()[name.lower()]
+    if name in ("UTF8", "utf8"):  # resolved on use: numpy < 2 raises the named error
+        return _dtypes.UTF8
     try:
         fn = getattr(_ALL_OPS, name)
     except AttributeError:

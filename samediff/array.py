@@ -19,7 +19,8 @@ import numpy as np
 
 from . import profiler
 from .arg_kinds import WEAK_SCALARS
-from .dtypes import DEFAULT_FLOAT, SUPPORTED, is_storage, nd4j_name, to_dtype, unsupported
+from .dtypes import (DEFAULT_FLOAT, SUPPORTED, as_utf8, dtype_name, is_storage, is_string,
+                     nd4j_name, to_dtype, unsupported)
 from .errors import NdDTypeError, NdIndexError, OpError, OpIndexError, TracingError
 from .ops import REGISTRY, OpDef, TensorType
 from .ops.registry import describe
@@ -153,7 +154,12 @@ def to_value(x: Any) -> Any:
         return x._data
     if isinstance(x, np.ndarray):
         if x.dtype not in SUPPORTED and not is_storage(x.dtype):  # (a set lookup first)
-            raise unsupported(x.dtype)
+            if is_string(x.dtype):
+                return x
+            text = as_utf8(x)  # numpy text ("<U5", object arrays of str) is held as UTF8
+            if text is x:
+                raise unsupported(x.dtype)
+            return text
         return x
     if isinstance(x, _PY_SCALARS):
         return x
@@ -184,8 +190,11 @@ def as_numpy(data: Any, dtype: Any = None, order: str = "C") -> np.ndarray:
             arr = arr.astype(want, copy=False)
         elif arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
-    if arr.dtype not in SUPPORTED and not is_storage(arr.dtype):
-        raise unsupported(arr.dtype, "create: ", "; pass dtype= to convert")
+    if arr.dtype not in SUPPORTED and not is_storage(arr.dtype) and not is_string(arr.dtype):
+        # text (["a", "b"] is "<U1"; object arrays of str only) is held as UTF8
+        arr = as_utf8(arr, "create: ")
+        if not is_string(arr.dtype):
+            raise unsupported(arr.dtype, "create: ", "; pass dtype= to convert")
     if order.upper() == "F" and arr.ndim > 1 and not arr.flags.f_contiguous:
         arr = np.asfortranarray(arr)
     return arr
@@ -387,7 +396,10 @@ class NDArray(OpSurface):
         # numpy probes __array_struct__ and __array_interface__ before __array__; answering the
         # first (the buffer's own, zero-copy) keeps those probes out of OpSurface.__getattr__
         # (the did-you-mean hook), which made np.asarray(x) ~3 us slower than this ~0.3 us.
-        return self._data.__array_struct__
+        data = self._data
+        if data.dtype.kind == "T":  # numpy cannot read a UTF8 (StringDType) buffer back
+            raise AttributeError("__array_struct__")  # through this: __array__ serves it
+        return data.__array_struct__
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         """numpy 2's protocol: the buffer itself unless ``copy`` or a new ``dtype`` needs a
@@ -565,7 +577,7 @@ class NDArray(OpSurface):
 
     def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", prefix="NDArray(", threshold=200)
-        return f"NDArray({body}, dtype={self._data.dtype.name})"
+        return f"NDArray({body}, dtype={dtype_name(self._data.dtype)})"
 
     def __str__(self) -> str:
         return str(self._data)

@@ -37,6 +37,61 @@ complex64, complex128 = COMPLEX64, COMPLEX128
 int64, int32, int16, int8, uint8 = LONG, INT, SHORT, BYTE, UBYTE
 bool_ = BOOL
 
+#: The string type (ND4J's ``DataType.UTF8``): numpy >= 2's variable-width ``StringDType``, so a
+#: string array is a plain numpy array like every other here. Like the storage types it is
+#: held, moved and compared but not computed on: only the ops flagged ``strings=True`` in the
+#: op table take it (identity, cast, reshape, concat, gather, equal, where..., and the string
+#: ops of ``samediff/ops/strings.py``); every other op refuses it by name. On numpy < 2 there is
+#: no such dtype: ``UTF8`` (and every name of it) raises ``NdDTypeError``.
+_StringDType = getattr(getattr(np, "dtypes", None), "StringDType", None)
+_UTF8 = np.dtype(_StringDType()) if _StringDType is not None else None
+_UTF8_NAMES = ("utf8", "string", "str")
+_NO_UTF8 = "UTF8 tensors need numpy >= 2 (its StringDType); this numpy is " + np.__version__
+
+
+def has_utf8() -> bool:
+    """Whether this numpy has the UTF8 dtype (numpy >= 2)."""
+    return _UTF8 is not None
+
+
+def _utf8() -> np.dtype:
+    """The UTF8 dtype, or the named error on a numpy without it."""
+    if _UTF8 is None:
+        raise NdDTypeError(_NO_UTF8)
+    return _UTF8
+
+
+def __getattr__(name: str) -> Any:
+    # ``UTF8``/``utf8`` resolve lazily so that numpy < 2 raises the named error on use
+    # (``from samediff.dtypes import UTF8`` included) rather than exporting a None
+    if name in ("UTF8", "utf8"):
+        return _utf8()
+    raise AttributeError(f"module 'samediff.dtypes' has no attribute {name!r}")
+
+
+def is_string(dt: Any) -> bool:
+    """Whether ``dt`` is the UTF8 (string) dtype.
+
+    >>> import numpy as np
+    >>> is_string(np.dtypes.StringDType()), is_string(np.float32)
+    (True, False)
+    """
+    return _UTF8 is not None and isinstance(dt, _StringDType)
+
+
+def as_utf8(arr: np.ndarray, where: str = "") -> np.ndarray:
+    """``arr`` as a UTF8 array when it holds text: numpy's fixed-width unicode (``<U``), or an
+    object array whose elements are all ``str``; a UTF8 array as it is. Anything else is
+    returned unchanged (the caller's checks refuse what they refuse). Object arrays of other
+    things are never converted: they are refused as before, by their dtype. (An empty object
+    array holds no non-str element: it becomes an empty UTF8 array.)"""
+    kind = arr.dtype.kind
+    if kind == "U" or (kind == "O" and all(type(v) is str for v in arr.flat)):
+        return arr.astype(_utf8())
+    if kind == "T" and _UTF8 is None:  # (cannot happen: "T" only exists on numpy 2)
+        raise NdDTypeError(f"{where}{_NO_UTF8}")
+    return arr
+
 #: Default floating type for Python float lists and random ops (ND4J's default is FLOAT).
 DEFAULT_FLOAT = FLOAT
 #: Default integer type for Python int lists (ND4J's ``Nd4j.createFromArray(int...)`` gives INT;
@@ -84,8 +139,8 @@ def is_storage(dt: Any) -> bool:
 
 
 def is_supported(dt: np.dtype) -> bool:
-    """A compute or a storage type."""
-    return dt in SUPPORTED or is_storage(dt)
+    """A compute, storage or the string type."""
+    return dt in SUPPORTED or is_storage(dt) or is_string(dt)
 
 
 def storage_compute_type(dt: np.dtype) -> np.dtype:
@@ -104,9 +159,11 @@ _REFUSED = {
 
 
 def supported_names() -> str:
-    """The supported types, ND4J name and numpy name: ``'BOOL (bool), HALF (float16), ...'``."""
-    return ", ".join(f"{_ND4J_NAME[dt]} ({dt})"
-                     for dt in sorted(SUPPORTED, key=lambda d: (d.kind, d.itemsize)))
+    """The supported types, ND4J name and numpy name: ``'BOOL (bool), HALF (float16), ...'``
+    (and ``UTF8 (string)`` where numpy has it)."""
+    names = ", ".join(f"{_ND4J_NAME[dt]} ({dt})"
+                      for dt in sorted(SUPPORTED, key=lambda d: (d.kind, d.itemsize)))
+    return names + (", UTF8 (string)" if _UTF8 is not None else "")
 
 
 def refused(name: str) -> bool:
@@ -128,6 +185,11 @@ def to_dtype(value: Any) -> np.dtype:
     """Turn a DataType name, numpy dtype/type or Python type into a supported ``np.dtype``."""
     if isinstance(value, np.dtype):
         dt = value
+    elif (isinstance(value, str) and (value.lower() in _UTF8_NAMES
+                                      or value.lower().startswith("stringdtype"))) \
+            or value is str:
+        # ("StringDType128" is numpy's own name: what an attribute's JSON form holds)
+        dt = _utf8()
     elif isinstance(value, str) and value.lower() in _BY_NAME:
         dt = _BY_NAME[value.lower()]
     elif isinstance(value, str) and value.lower() in storage_types():
@@ -140,14 +202,23 @@ def to_dtype(value: Any) -> np.dtype:
         except TypeError as exc:
             raise NdDTypeError(f"unknown data type {value!r}; use e.g. nd.FLOAT, 'float32', "
                                f"np.int64; supported: {supported_names()}") from exc
-    if dt not in SUPPORTED and not is_storage(dt):
+    if dt.kind == "U":  # np.str_ / "<U5": text is held as UTF8 (variable width)
+        dt = _utf8()
+    if dt not in SUPPORTED and not is_storage(dt) and not is_string(dt):
         raise unsupported(dt)
     return dt
 
 
 def nd4j_name(dt: np.dtype) -> str:
-    """ND4J's name for a dtype, e.g. ``FLOAT`` for float32."""
+    """ND4J's name for a dtype, e.g. ``FLOAT`` for float32, ``UTF8`` for strings."""
+    if is_string(dt):
+        return "UTF8"
     return _ND4J_NAME.get(np.dtype(dt), str(dt))
+
+
+def dtype_name(dt: np.dtype) -> str:
+    """The name ``to_dtype`` reads back: numpy's (``float32``), ``utf8`` for strings."""
+    return "utf8" if is_string(dt) else np.dtype(dt).name
 
 
 def is_float(dt: np.dtype) -> bool:

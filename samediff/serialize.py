@@ -22,6 +22,11 @@ File layout (format ``nd4py-samediff``, version 1)::
                      "training": null, "updater_state": {}}
     arrays/<i>.npy  value of the i-th variable (VARIABLEs and CONSTANTs, literals included)
 
+A UTF8 (string) array is stored as one uint8 ``.npy`` vector: its ``n + 1`` int64 offsets
+(little endian, C order over the elements, the first 0 and the last the byte count) and then
+the elements' UTF-8 bytes, one after another -- never as pickled objects. Loading checks the
+offsets and the UTF-8 before it makes the array of the shape ``graph.json`` declares.
+
 A variable is ``{"name", "type", "dtype", "shape", "weak", "array"}`` (``shape`` may hold -1,
 ``array`` is a member name or null); a node is ``{"name", "op", "attrs", "inputs", "outputs"}``
 with attributes in the JSON form of ``encode_attr``. Name scopes live in the names.
@@ -50,7 +55,7 @@ from typing import IO, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from .dtypes import is_storage, to_dtype
+from .dtypes import dtype_name, is_storage, is_string, to_dtype
 from .atomic_file import write_atomically
 from .errors import (CorruptFileError, FormatVersionError, NdError, SerializationError,
                      TrainingError, UnknownOpError, UnsafeFileError)
@@ -149,6 +154,39 @@ def _npy_storable(arr: np.ndarray) -> np.ndarray:
     return arr.view(f"u{arr.dtype.itemsize}") if is_storage(arr.dtype) else arr
 
 
+def _utf8_blob(name: str, arr: np.ndarray) -> np.ndarray:
+    """A UTF8 array as its stored form: int64 offsets, then the UTF-8 bytes (uint8)."""
+    try:
+        encoded = [s.encode("utf-8") for s in arr.ravel().tolist()]
+    except UnicodeEncodeError as exc:  # (a lone surrogate: Python strings may hold one)
+        raise SerializationError(f"save: variable {name!r} holds a string that is not valid "
+                                 f"UTF-8 ({exc})") from None
+    offsets = np.zeros(len(encoded) + 1, "<i8")
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.concatenate([offsets.view(np.uint8), np.frombuffer(b"".join(encoded), np.uint8)])
+
+
+def _utf8_from_blob(blob: np.ndarray, ttype: TensorType,
+                    bad: Callable[[str], CorruptFileError]) -> np.ndarray:
+    """The UTF8 array ``_utf8_blob`` stored, once its offsets and bytes are shown sound."""
+    n = math.prod(ttype.shape)
+    head = 8 * (n + 1)
+    if blob.ndim != 1 or blob.size < head:
+        raise bad(f"holds {blob.size} bytes, fewer than the {head} offset bytes of {n} "
+                  f"strings; the file is damaged")
+    offsets = blob[:head].view("<i8").astype(np.int64)
+    data = blob[head:].tobytes()
+    if offsets[0] != 0 or offsets[-1] != len(data) or np.any(np.diff(offsets) < 0):
+        raise bad("its string offsets are not a non-decreasing run from 0 to the byte count; "
+                  "the file is damaged")
+    try:
+        texts = [data[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(),
+                                                           offsets[1:].tolist())]
+    except UnicodeDecodeError as exc:
+        raise bad(f"holds bytes that are not UTF-8 ({exc}); the file is damaged") from None
+    return np.array(texts, ttype.dtype).reshape(ttype.shape)
+
+
 def _to_document(sd: TrainableModel, save_updater_state: bool) -> tuple[dict, list]:
     """The graph.json document and the ``(member name, array)`` pairs to store beside it."""
     variables, arrays = [], []
@@ -157,9 +195,12 @@ def _to_document(sd: TrainableModel, save_updater_state: bool) -> tuple[dict, li
         member = None
         if info.value is not None:
             member = f"arrays/{i}.npy"
-            arrays.append((member, info.value))
+            value = info.value
+            if is_string(value.dtype):
+                value = _utf8_blob(info.name, value)
+            arrays.append((member, value))
         variables.append({"name": info.name, "type": info.vtype.value,
-                          "dtype": info.ttype.dtype.name, "shape": list(info.ttype.shape),
+                          "dtype": dtype_name(info.ttype.dtype), "shape": list(info.ttype.shape),
                           "weak": bool(info.ttype.weak), "array": member})
     nodes = []
     for node in graph.nodes:
@@ -552,6 +593,8 @@ def _read_array(zf: zipfile.ZipFile, member: str, name: str, ttype: TensorType,
         return CorruptFileError(f"load: {path!r}: array of variable {name!r} ({member}): {msg}")
 
     info = _member_info(zf, member, bad)
+    if is_string(ttype.dtype):
+        return _read_utf8(zf, info, name, ttype, path, bad)
     nbytes = math.prod(ttype.shape) * ttype.dtype.itemsize
     if info.file_size > nbytes + _NPY_HEADER_MAX:  # refuse decompression bombs up front
         raise bad(f"{info.file_size} bytes is far more than its declared {ttype} needs")
@@ -571,6 +614,27 @@ def _read_array(zf: zipfile.ZipFile, member: str, name: str, ttype: TensorType,
         arr = np.lib.format.read_array(f, allow_pickle=False)  # reads exactly nbytes of data
     arr = arr.astype(stored, copy=False)  # native byte order
     return arr.view(ttype.dtype) if stored != ttype.dtype else arr
+
+
+def _read_utf8(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, ttype: TensorType,
+               path: str, bad: Callable[[str], CorruptFileError]) -> np.ndarray:
+    """A UTF8 array's member: a uint8 vector (offsets, then bytes; see the module docstring).
+    Its length depends on the text, so only the zip's own bound on inflation applies."""
+    with _reading_member(bad), zf.open(info) as f:
+        shape, dtype = _read_npy_header(f, bad)
+        header_size = f.tell()
+    if dtype.hasobject:
+        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({info.filename}) "
+                              f"holds Python objects (dtype {dtype}); refusing to unpickle it")
+    if dtype != np.uint8 or len(shape) != 1:
+        raise bad(f"holds {TensorType(shape, dtype)}, but a utf8 array is stored as a uint8 "
+                  f"vector of offsets and bytes")
+    if info.file_size != header_size + shape[0]:
+        raise bad(f"declares {info.file_size} bytes, but its {header_size}-byte .npy header "
+                  f"and {shape[0]} bytes make {header_size + shape[0]}; the file is damaged")
+    with _reading_member(bad), zf.open(info) as f:
+        blob = np.lib.format.read_array(f, allow_pickle=False)
+    return _utf8_from_blob(blob, ttype, bad)
 
 
 def _read_npy_header(f: IO[bytes], bad: Callable[[str], CorruptFileError]

@@ -15,6 +15,7 @@ from .frontends import ND4J, names_to_ops
 from .frontends.nd4j import bind_arguments, split_call
 from .frontends.numpy import (DTYPE_OPS, numpy_function, numpy_index, numpy_ufunc,
                               with_dtype)
+from .dtypes import is_string
 from .errors import ArgumentConflictError, ConcretizationError, NdAttributeError, OpError
 from .ir import did_you_mean
 from .ops import REGISTRY, OpDef
@@ -126,11 +127,15 @@ class OpSurface:
         return other // self, other % self
 
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        if isinstance(other, str) and is_string(self.dtype):  # utf8 == "text": compared
+            return self._apply(REGISTRY["eq"], [self, np.array(other, self.dtype)], {})
         if _incomparable(other):  # numpy 2: x == None is elementwise False
             return self._apply(REGISTRY["zeros_like"], [self], {"dtype": np.dtype(bool)})
         return self._apply(REGISTRY["eq"], [self, other], {})
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        if isinstance(other, str) and is_string(self.dtype):
+            return self._apply(REGISTRY["neq"], [self, np.array(other, self.dtype)], {})
         if _incomparable(other):
             return self._apply(REGISTRY["ones_like"], [self], {"dtype": np.dtype(bool)})
         return self._apply(REGISTRY["neq"], [self, other], {})

@@ -94,11 +94,14 @@ class Sample:
     smooth: bool = True
 
 
-def expected_dtype(sample: Sample, dtype: str) -> np.dtype:
+def expected_dtype(sample: Sample, dtype: str, k: int = 0) -> np.dtype:
+    """Output ``k``'s expected dtype (``out_dtype`` may give one per output: a tuple)."""
     out = sample.out_dtype
     if callable(out):
         out = out(dtype)
-    return np.dtype(dtype if out == SAME else out)
+    if isinstance(out, tuple):
+        out = out[k]
+    return np.dtype(dtype if isinstance(out, str) and out == SAME else out)
 
 
 def cast_inputs(sample: Sample, dtype: str) -> list:

@@ -141,7 +141,8 @@ def test_seed_004_data_type_enum():
     samediff = nd.SameDiff.create()
     input = samediff.placeHolder("input", nd.DataType.FLOAT, -1, 784)  # noqa: A001
     assert input.dataType() == nd.DataType.FLOAT
-    for unsupported in ("UTF8", "COMPRESSED", "UNKNOWN"):
+    assert nd.DataType.UTF8 == nd.UTF8 and nd.UTF8.kind == "T"  # numpy's StringDType
+    for unsupported in ("COMPRESSED", "UNKNOWN"):
         with pytest.raises(nd.NdDTypeError, match=f"DataType.{unsupported}: .*not supported"):
             getattr(nd.DataType, unsupported)
 

@@ -160,6 +160,22 @@ def test_a_model_round_trips_through_a_file(tmp_path):
         np.testing.assert_allclose(back, want, rtol=1e-6, atol=1e-6)
 
 
+def test_without_outputs_the_graph_ends_and_losses_are_exported():
+    """``to_onnx()`` with no ``outputs=``: every value nothing reads, in graph order, then the
+    loss variables (read or not)."""
+    rng = np.random.default_rng(1)
+    sd = SameDiff.create()
+    x = sd.placeholder("x", "float", -1, 3)
+    y = sd.placeholder("y", "float", -1, 2)
+    w = sd.var("w", rng.standard_normal((3, 2)).astype(np.float32))
+    pred = x.mmul(w).rename("pred")
+    loss = sd.loss.mean_squared_error("loss", y, pred)
+    sd.math.exp(loss).rename("e")
+    sd.set_loss_variables("loss")
+    model = sd.to_onnx()  # (a ModelProto when no path is given)
+    assert [o.name for o in model.graph.output] == ["e", "loss"]  # (pred is read by the loss)
+
+
 def test_ops_without_an_onnx_form_are_all_listed():
     sd = SameDiff.create()
     x = sd.placeholder("x", "float", 8)

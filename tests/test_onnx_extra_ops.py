@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+import nd4py as nd
 from samediff.onnx import import_onnx
 from samediff.onnx.backend import run
 from samediff.onnx.table import OnnxImportError
@@ -162,7 +163,7 @@ def test_binarizer_and_array_feature_extractor():
                        "i": np.array([[4, 0, 4]], np.int64)})
 
 
-def test_label_encoder_numeric_keys_and_string_error():
+def test_label_encoder_numeric_keys_and_string_values():
     keys = numpy_helper.from_array(np.array([1, 5, 7, 5], np.int64), "keys")
     values = numpy_helper.from_array(np.array([10, 20, 30, 40], np.int16), "values")
     default = numpy_helper.from_array(np.array([-3], np.int16), "default")
@@ -183,8 +184,8 @@ def test_label_encoder_numeric_keys_and_string_error():
                             keys_int64s=[1, 2], values_strings=["a", "b"])
     model = _model([node], [_vi("x", TensorProto.INT64, [4])],
                    [_vi("y", TensorProto.STRING, [4])], {"ai.onnx.ml": 2})
-    with pytest.raises(OnnxImportError, match="no string tensors"):
-        import_onnx(model)
+    got = run(model, [np.array([2, 1, 3, 2], np.int64)])[0]  # 3: the default, "_Unused"
+    assert got.dtype == nd.UTF8 and got.tolist() == ["b", "a", "_Unused", "b"]
 
 
 def _forest(aggregate: int, post: int = 0):

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..dtypes import is_storage
+from ..dtypes import as_utf8, is_storage, is_string
 from .importer import element_name, import_with_outputs, load_model
 from .table import OnnxStaticInputError
 
@@ -57,7 +57,7 @@ def run(model: Any, inputs: Sequence[Any]) -> list[Any]:
         for k, v in ([(element_name(name, i), e) for i, e in enumerate(x)]
                      if isinstance(x, list) else [(name, x)] if x is not None else []):
             if k in placeholders:
-                fed[k] = np.asarray(v)
+                fed[k] = as_utf8(np.asarray(v))  # (onnx's strings are object arrays)
     wanted = _names(list(where.values()))
     got = sd.output(fed, *wanted) if wanted else {}
 
@@ -178,8 +178,13 @@ def _check(case: Any) -> str:
             return why
         for k, g, want in pairs:
             want = np.asarray(_array(want))
-            if want.dtype == object or g.dtype == object:
-                if not np.array_equal(g, want):
+            if is_string(g.dtype) or want.dtype == object or g.dtype == object:
+                # strings compare exactly, shape first (onnx's expected strings are objects)
+                if want.dtype == object and is_string(g.dtype):
+                    want = as_utf8(want)
+                if g.shape != want.shape:
+                    return f"output {k}: shape {g.shape}, expected {want.shape}"
+                if g.dtype != want.dtype or not np.array_equal(g, want):
                     return f"output {k}: values differ"
                 continue
             if g.dtype != want.dtype:

@@ -9,7 +9,10 @@ __all__ = ["np_dtype"]
 
 
 def np_dtype(elem_type: int) -> np.dtype:
-    from onnx import helper
+    from onnx import TensorProto, helper
+    if elem_type == TensorProto.STRING:  # (onnx says object; nd4py holds text as UTF8)
+        from ..dtypes import UTF8  # (numpy < 2: the named NdDTypeError)
+        return UTF8
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception as exc:  # noqa: BLE001

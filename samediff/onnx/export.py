@@ -79,7 +79,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
     if outputs is None:
         read = {i for n in graph.nodes for i in n.inputs}
         outputs = [o for n in graph.nodes for o in n.outputs if o not in read]
-        outputs += [loss for loss in sd.loss_variables() if loss not in outputs]
+        outputs += [loss for loss in sd.loss_variables if loss not in outputs]
     for name in outputs:
         if name not in graph.vars:
             raise OnnxExportError(f"output {name!r} is not a variable of the graph")

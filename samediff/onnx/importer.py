@@ -96,11 +96,21 @@ def to_numpy(tensor: Any, base: str | None) -> np.ndarray:
                                       f"but the model was not loaded from a file: pass its "
                                       f"path")
             onnx.external_data_helper.load_external_data_for_tensor(tensor, base)
-        return np.array(numpy_helper.to_array(tensor))
+        value = np.array(numpy_helper.to_array(tensor))
+        if tensor.data_type == onnx.TensorProto.STRING:  # (onnx gives objects: str or bytes)
+            value = _strings(value)
+        return value
     except OnnxImportError:
         raise
     except Exception as exc:  # noqa: BLE001 - protobuf/numpy raise many types
         raise OnnxImportError(f"tensor {tensor.name!r}: cannot read its data ({exc})") from exc
+
+
+def _strings(value: np.ndarray) -> np.ndarray:
+    """A STRING tensor's object array as UTF8 (bytes are read as UTF-8, as ONNX requires)."""
+    from ..dtypes import UTF8
+    texts = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in value.ravel()]
+    return np.array(texts, UTF8).reshape(value.shape)
 
 
 _UNWRAP = ("SequenceAt or ConcatFromSequence give a sequence's tensors, OptionalGetElement "

@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import is_string
 from .call import op
 from .families import Attr, REQUIRED, binary, binary_rule, elementwise, unary
 from .registry import NONDIFF, Activation, TensorType, define
+from .strings import cast_strings
 
 _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805
@@ -279,7 +281,7 @@ unary("stop_gradient", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"(
 # ONNX's Identity (and any importer's): the values as they are, in a fresh array; the gradient
 # flows through unchanged
 unary("identity", lambda x: np.array(x, copy=True), scalar=lambda e, x: f"({x})", exact=True,
-      grad=lambda x, y, g, a: g, namespace="base", storage=True,
+      grad=lambda x, y, g, a: g, namespace="base", storage=True, strings=True,
       doc="The identity: a copy of ``x`` (ONNX's ``Identity``); the gradient passes through.")
 unary("angle", np.angle, unfused="complex argument (atan2 of the parts); complex values are "
       "not fused",
@@ -509,6 +511,7 @@ for _name, _sym, _ufunc in [("eq", "==", np.equal), ("neq", "!=", np.not_equal),
                             ("gt", ">", np.greater), ("gte", ">=", np.greater_equal),
                             ("lt", "<", np.less), ("lte", "<=", np.less_equal)]:
     binary(_name, _ufunc, scalar=_infix(f"({{x}} {_sym} {{y}})"), exact=True, grad=NONDIFF,
+           strings=_name in ("eq", "neq"),
            doc=f"Elementwise ``x {_sym} y`` (bool result).")
 # logical ops read bool values (truth values, not the values themselves, for xor)
 binary("logical_and", np.logical_and, scalar=_infix("({x} and {y})"), exact=True,
@@ -526,6 +529,7 @@ elementwise("where", ["condition", "x", "y"], lambda c, x, y: np.where(c, x, y),
             method=False, scalar=lambda e, c, x, y: f"({x} if {c} else {y})", exact=True,
             grad=lambda ins, outs, gs, a: [None, op.where(ins[0], gs[0], 0.0),
                                            op.where(ins[0], 0.0, gs[0])],
+            strings=True,
             doc="Elementwise select: ``x`` where ``condition`` else ``y``.")
 unary("clip_by_value", lambda x, *, clip_min, clip_max: np.clip(x, clip_min, clip_max),
       attrs={"clip_min": (Attr.FLOAT, REQUIRED), "clip_max": (Attr.FLOAT, REQUIRED)},
@@ -539,10 +543,19 @@ def _cast_infer(types: list[TensorType], attrs) -> TensorType:
     return TensorType(types[0].shape, attrs.dtype)
 
 
-# in a kernel the store into the node's dtype is the conversion; the autodiff engine casts the
-# gradient back to the input's dtype
-define("cast", ["x"], _cast_infer, lambda x, *, dtype: np.asarray(x).astype(dtype),
-       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base", storage=True,
+def _cast(x, *, dtype):
+    x = np.asarray(x)
+    if is_string(x.dtype) or is_string(dtype):  # ONNX Cast's rules for strings (strings.py)
+        return cast_strings(x, dtype)
+    return x.astype(dtype)
+
+
+# in a kernel the store into the node's dtype is the conversion (kernels never see strings:
+# they hold float and bool values only); the autodiff engine casts the gradient back to the
+# input's dtype
+define("cast", ["x"], _cast_infer, _cast,
+       attrs={"dtype": (Attr.DTYPE, REQUIRED)}, namespace="base", storage=True, strings=True,
        elementwise=True, scalar=lambda e, x: x, exact=True,
        grad=lambda ins, outs, gs, a: [gs[0]],
-       doc="Convert to another data type (numpy ``astype`` semantics).")
+       doc="Convert to another data type (numpy ``astype`` semantics; to and from utf8, "
+           "ONNX Cast's rules: see samediff/ops/strings.py).")

@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ..dtypes import is_storage, to_dtype
+from ..dtypes import is_storage, is_string, to_dtype
 from ..errors import NdDTypeError, OpError, OpIndexError
 
 
@@ -286,6 +286,8 @@ class OpDef:
                                      # identity when input 0 already has the result's type
     storage: bool = False            # takes storage types (bfloat16, float8... see dtypes.py):
                                      # cast, identity; every other op refuses them by name
+    strings: bool = False            # takes UTF8 (string) inputs: data movement, comparison,
+                                     # cast and the string ops; every other op refuses them
     # -- fused code generation (read by samediff.compiler) --
     scalar: Callable[..., str] | None = None  # one element as source: scalar(e, *inputs)
     exact: bool = False              # ``scalar`` does numpy's IEEE operations in numpy's order:
@@ -462,6 +464,11 @@ class OpDef:
                     f"{self.name}: {stored[0]} is a storage type: nd4py keeps and converts it "
                     f"but does not compute on it; cast to float32 first (x.castTo('float32')) "
                     f"(inputs: {describe(types)})")
+        if not self.strings and any(is_string(t.dtype) for t in types):
+            raise NdDTypeError(
+                f"{self.name}: utf8 tensors are only taken by the data-movement, comparison, "
+                f"cast and string ops ({', '.join(string_ops())}); cast to a number first "
+                f"(x.castTo('float32')) (inputs: {describe(types)})")
         try:
             out = self.infer(list(types), attrs)
         except OpError:
@@ -583,6 +590,11 @@ def define(name: str, inputs: Sequence[str], infer: Callable, impl: Callable, *,
     """Define and register one op. ``attrs`` maps name -> (kind, default or REQUIRED)."""
     return register(OpDef(name=name, inputs=tuple(inputs), attr_kinds=dict(attrs or {}),
                           infer=infer, impl=impl, **meta))
+
+
+def string_ops() -> list[str]:
+    """The ops that take UTF8 inputs (``strings=True``), sorted: what the refusal names."""
+    return sorted(n for n, op in REGISTRY.items() if op.strings)
 
 
 def get_op(name: str) -> OpDef:

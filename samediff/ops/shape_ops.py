@@ -174,28 +174,34 @@ def _reshape(x, *, shape, order):
 define("reshape", ["x"], _reshape_infer, _reshape,
        attrs={"shape": (Attr.INTS, REQUIRED), "order": (Attr.STR, "c")}, **_VIEW,
        grad=input_rule(_reshape_grad),
+       strings=True,
        doc="Same elements in a new shape, read and written in 'c' (row-major) or 'f' "
            "(column-major) order (ND4J's ``reshape(order, shape...)``); one size may be -1.")
 define("permute", ["x"], _permute_infer, _permute, attrs={"dims": (Attr.INTS, REQUIRED)}, **_VIEW,
        grad=input_rule(lambda x, g, a: op.permute(g, dims=_inverse(a.dims))),
+       strings=True,
        doc="Reorder the dims: output dim i is input dim ``dims[i]``.")
 define("transpose", ["x"], lambda t, a: _like(t[0], t[0].shape[::-1]), np.transpose, **_VIEW,
        grad=input_rule(lambda x, g, a: op.transpose(g)),
+       strings=True,
        doc="Reverse the order of all dims (numpy ``.T``).")
 define("expand_dims", ["x"], _expand_dims_infer,
        lambda x, *, axis: np.expand_dims(x, axis), attrs={"axis": (Attr.INT, REQUIRED)},
        **_VIEW, grad=input_rule(lambda x, g, a: op.squeeze(
            g, axis=(normalize_axis(a.axis, len(x.shape) + 1),))),
+       strings=True,
        doc="Insert a size-1 dim at ``axis`` (of the output).")
 define("squeeze", ["x"], _squeeze_infer,
        lambda x, *, axis: np.squeeze(x, axis=_squeeze_axes(np.shape(x), axis)),
        attrs={"axis": (Attr.OPT_INTS, None)}, **_VIEW,
        grad=input_rule(lambda x, g, a: op.reshape_like(g, x)),
+       strings=True,
        doc="Remove size-1 dims: those in ``axis``, or all of them when ``axis`` is None.")
 define("flatten", ["x"], _flatten_infer,
        lambda x, *, order: np.ravel(x, order=_check_order(order)),
        attrs={"order": (Attr.STR, "c")}, **_VIEW,
        grad=input_rule(_flatten_grad),
+       strings=True,
        doc="All elements as a 1-D array, read in 'c' (row-major) or 'f' (column-major) order.")
 
 
@@ -292,6 +298,7 @@ def _repeat_grad(x: Any, g: Any, a: Any) -> Any:
 define("tile", ["x"], lambda t, a: _like(t[0], _tile_shape(t[0].shape, a.reps)),
        lambda x, *, reps: np.tile(x, reps), attrs={"reps": (Attr.INTS, REQUIRED)}, **_SHAPE,
        grad=input_rule(_tile_grad),
+       strings=True,
        doc="Repeat the whole array ``reps[i]`` times along dim i (numpy ``tile``).")
 define("repeat", ["x"], _repeat_infer, lambda x, *, repeats, axis: np.repeat(x, repeats, axis),
        attrs={"repeats": (Attr.INT, REQUIRED), "axis": (Attr.OPT_INT, None)}, **_SHAPE,
@@ -301,6 +308,7 @@ define("broadcast_to", ["x"], _broadcast_infer,
        lambda x, *, shape: np.array(np.broadcast_to(x, shape)),  # a writable copy, like ND4J
        attrs={"shape": (Attr.INTS, REQUIRED)}, **_SHAPE,
        grad=input_rule(lambda x, g, a: op.reduce_to_like(g, x)),
+       strings=True,
        doc="Broadcast to ``shape`` (numpy rules) as a new array.")
 define("reverse", ["x"], _reverse_infer,
        lambda x, *, dims: np.flip(x, axis=dims), attrs={"dims": (Attr.INTS, REQUIRED)},

@@ -126,11 +126,13 @@ _AXIS0 = {"axis": (Attr.INT, 0)}
 define("concat", ["*xs"], _concat_infer, lambda *xs, axis: np.concatenate(xs, axis=axis),
        attrs=_AXIS0, method=False, **_SHAPE,
        grad=_concat_grad,
+       strings=True,
        doc="Join arrays along an existing ``axis``; dtype promoted like numpy.")
 define("stack", ["*xs"], _stack_infer, lambda *xs, axis: np.stack(xs, axis=axis),
        attrs=_AXIS0, method=False, **_SHAPE,
        grad=lambda ins, outs, gs, a: list(
            op.unstack(gs[0], axis=normalize_axis(a.axis, len(gs[0].shape)))),
+       strings=True,
        doc="Join same-shaped arrays along a new ``axis``; dtype promoted like numpy.")
 define("unstack", ["x"], _unstack_infer,
        lambda x, *, axis: tuple(np.moveaxis(np.asarray(x), axis, 0)), attrs=_AXIS0, **_VIEW,
@@ -175,12 +177,15 @@ def _slice_spec(a: Any) -> tuple:
 define("slice", ["x"], lambda t, a: _like(t[0], _slice_shape(t[0].shape, a.begin, a.size)),
        _slice, attrs={"begin": (Attr.INTS, REQUIRED), "size": (Attr.INTS, REQUIRED)}, **_VIEW,
        grad=input_rule(lambda x, g, a: op.slice_grad(g, x, index=_slice_spec(a))),
+       strings=True,
        doc="Block of ``size`` elements from ``begin`` per dim (ND4J slice; size -1 = to the end).")
 define("strided_slice", ["x"],
        lambda t, a: _like(t[0], indexed_shape(t[0].shape, a.index)),
-       lambda x, *, index: np.asarray(np.asarray(x)[spec_to_index(index)]),
+       lambda x, *, index: np.asarray(np.asarray(x)[spec_to_index(index)],
+                                      dtype=np.asarray(x).dtype),  # (one string: a str)
        attrs={"index": (Attr.NESTED, REQUIRED)}, **_VIEW,
        grad=input_rule(lambda x, g, a: op.slice_grad(g, x, index=a.index)),
+       strings=True,
        doc="Basic slicing ``x[key]`` (ints, slices, newaxis, ...); ``index`` is "
            "``index_to_spec(key)``. Returns a view.")
 
@@ -284,9 +289,12 @@ def _dynamic_partition_grad(ins: list, outs: list, gs: list, a: Any) -> list:
 
 
 define("gather", ["x", "indices"], _gather_infer,
-       lambda x, indices, *, axis: np.asarray(np.take(x, _int_indices(indices), axis=axis)),
+       # (dtype=: numpy gives one picked string as a Python str, which would lose UTF8)
+       lambda x, indices, *, axis: np.asarray(np.take(x, _int_indices(indices), axis=axis),
+                                              dtype=np.asarray(x).dtype),
        attrs=_AXIS0, **_SHAPE,
        grad=_gather_grad,
+       strings=True,
        doc="Select slices along ``axis`` by integer ``indices`` (numpy ``take``; negatives wrap).")
 define("scatter_add", ["ref", "indices", "updates"], _scatter_infer, _scatter_add,
        **_SHAPE,

@@ -5,3 +5,4 @@ from . import signal  # noqa: F401
 from . import detection, extra, ml, training  # noqa: F401
 from . import sequence  # noqa: F401
 from . import text  # noqa: F401
+from . import strings  # noqa: F401

@@ -1,5 +1,5 @@
 """ONNX converters, domain ``ai.onnx.ml``: Binarizer, ArrayFeatureExtractor, LabelEncoder
-(numeric keys and values: nd4py has no string tensors) and TreeEnsemble -- all composed of
+(numeric or string keys and values) and TreeEnsemble -- all composed of
 table ops, so they trace and compile like any other graph.
 
 TreeEnsemble is evaluated level by level rather than as one opaque op: the comparison of
@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from ... import dtypes
+from ...dtypes import as_utf8, is_string
 from ..table import converter
 
 _ML = "ai.onnx.ml"
@@ -46,6 +48,8 @@ def _array_feature_extractor(node):
 
 
 # --- LabelEncoder -------------------------------------------------------------------------------
+# Keys and values are numbers or strings (UTF8 tensors): the input is compared with every key
+# at once (``eq`` takes strings too), the first hit's value gathered, the default elsewhere.
 
 def _pick(node, kind: str) -> tuple[str, object] | None:
     """The one ``keys_*``/``values_*`` attribute set (``kind`` is 'keys' or 'values')."""
@@ -57,23 +61,33 @@ def _pick(node, kind: str) -> tuple[str, object] | None:
     return found[0]
 
 
-def _numeric(node, kind: str, name: str, value) -> np.ndarray:
-    if name == "strings" or (name == "tensor" and np.asarray(value).dtype.kind in "OUS"):
-        raise node.fail(f"string {kind} ({kind}_{name}) are not supported: nd4py has no "
-                        f"string tensors; only numeric keys and values can be encoded")
-    dtype = {"floats": np.float32, "int64s": np.int64}.get(name)
-    return np.asarray(value, dtype).reshape(-1)
+def _utf8() -> np.dtype:
+    return dtypes.UTF8  # (on use: numpy < 2 raises the named error, importing never does)
+
+
+def _entries(name: str, value) -> np.ndarray:
+    """A keys_*/values_* attribute as a flat array (strings as UTF8)."""
+    if name == "strings":
+        return np.asarray(list(value), _utf8())
+    if name == "tensor":
+        return as_utf8(np.asarray(value)).reshape(-1)
+    return np.asarray(value, {"floats": np.float32, "int64s": np.int64}[name]).reshape(-1)
 
 
 def _default(node, values_name: str, values: np.ndarray) -> np.ndarray:
+    """The value of inputs matching no key (ONNX: "_Unused", -1 or -0.0 when unset)."""
     if values_name == "tensor":
         d = node.attr("default_tensor")
-        if d is None:  # ONNX: -1 for integers, -0.0 for floats
-            d = -1 if values.dtype.kind in "iu" else -0.0
-        if np.asarray(d).dtype.kind in "OUS":
-            raise node.fail("a string default_tensor is not supported (nd4py has no string "
-                            "tensors)")
-        return _c(np.asarray(d).reshape(-1)[0] if np.size(d) else -1, values.dtype)
+        if d is None or np.size(d) == 0:
+            d = ("_Unused" if is_string(values.dtype) else
+                 -1 if values.dtype.kind in "iu" else -0.0)
+        d = as_utf8(np.asarray(d)).reshape(-1)[0] if np.size(d) else d
+        if is_string(values.dtype) != isinstance(d, str):
+            raise node.fail(f"default_tensor ({type(d).__name__}) and values_tensor "
+                            f"({values.dtype}) must both be strings or both numbers")
+        return _c(d, values.dtype)
+    if values_name == "strings":
+        return _c(node.attr("default_string", "_Unused"), _utf8())
     if values_name == "floats":
         return _c(node.attr("default_float", -0.0), np.float32)
     return _c(node.attr("default_int64", -1), np.int64)
@@ -81,8 +95,13 @@ def _default(node, values_name: str, values: np.ndarray) -> np.ndarray:
 
 @converter("LabelEncoder", since=1, domain=_ML)
 def _label_encoder_1(node):
-    raise node.fail("LabelEncoder-1 maps strings to int64 (or back): nd4py has no string "
-                    "tensors; only the numeric keys/values of opset 2+ are supported")
+    # classes_strings[i] <-> i: strings become their index, integers their class name
+    classes = np.asarray(list(node.attr("classes_strings", [])), _utf8())
+    x = node.input(0)
+    index = np.arange(classes.size, dtype=np.int64)
+    if is_string(node.dtype(x)):
+        return _encode(node, x, classes, index, _c(node.attr("default_int64", -1), np.int64))
+    return _encode(node, x, index, classes, _c(node.attr("default_string", "_Unused"), _utf8()))
 
 
 @converter("LabelEncoder", since=(2, 4), domain=_ML)
@@ -90,14 +109,20 @@ def _label_encoder(node):
     x = node.input(0)
     kname, keys = _pick(node, "keys")
     vname, values = _pick(node, "values")
-    keys = _numeric(node, "keys", kname, keys)
-    values = _numeric(node, "values", vname, values)
+    keys, values = _entries(kname, keys), _entries(vname, values)
     if keys.size != values.size:
         raise node.fail(f"keys ({keys.size}) and values ({values.size}) differ in length")
-    default = _default(node, vname, values)
+    return _encode(node, x, keys, values, _default(node, vname, values))
+
+
+def _encode(node, x, keys: np.ndarray, values: np.ndarray, default: np.ndarray):
+    """``values[k]`` where ``x == keys[k]``, else ``default``."""
     xdtype = node.dtype(x)
-    if xdtype.kind not in "iuf":
-        raise node.fail(f"input of dtype {xdtype} is not supported (numeric inputs only)")
+    if is_string(xdtype) != is_string(keys.dtype) or not (is_string(xdtype)
+                                                         or xdtype.kind in "iuf"):
+        raise node.fail(f"input of dtype {xdtype} cannot be looked up among keys of dtype "
+                        f"{keys.dtype} (string keys take string inputs, numeric keys numeric "
+                        f"ones)")
     # one entry per key, the last of repeated keys winning (NaN keys: one NaN entry)
     table: dict = {}
     nan_value = None
@@ -113,7 +138,9 @@ def _label_encoder(node):
         which = node.op("argmax", node.op("cast", hits, dtype=np.int32), dims=(-1,))
         out = node.op("where", node.op("any", hits, dims=(-1,)),
                       node.op("gather", uvalues, which, axis=0), default)
-    else:  # (no keys but NaN, or none at all: the default everywhere)
+    elif is_string(values.dtype):  # (no keys: the default everywhere, in x's shape)
+        out = node.op("where", node.op("neq", x, x), default, default)
+    else:
         out = node.op("full_like", x, value=default.item(), dtype=values.dtype)
     if nan_value is not None and xdtype.kind == "f":
         out = node.op("where", node.op("isnan", x), _c(nan_value, values.dtype), out)
