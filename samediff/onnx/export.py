@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ir import VariableType
+from .dtypes import elem_type, tensor
 from .exporting import (EXPORTERS, MAX_OPSET, MIN_OPSET, ExportContext, OnnxExportError,
                         type_weak_literals)
 
@@ -38,7 +39,7 @@ DEFAULT_OPSET = 17
 def _load_exporters() -> None:
     """Import the exporter modules, which fill ``EXPORTERS`` (on first use: they need onnx)."""
     from . import (export_control, export_indexing, export_ops, export_ops_2,  # noqa: F401
-                   export_recurrent)
+                   export_recurrent, export_strings)
 
 
 def exportable(op: Any) -> bool:
@@ -54,8 +55,7 @@ def exportable(op: Any) -> bool:
 def _tensor_type(name: str, ttype: Any) -> Any:
     from onnx import helper
     dims = [d if d >= 0 else f"{name}_dim{k}" for k, d in enumerate(ttype.shape)]
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(
-        np.dtype(ttype.dtype)), dims)
+    return helper.make_tensor_value_info(name, elem_type(ttype.dtype), dims)
 
 
 def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
@@ -67,7 +67,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
     passes ``onnx.checker.check_model(model, full_check=True)`` (``check=False`` skips it).
     """
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
     _load_exporters()
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET}")
@@ -92,7 +92,7 @@ def to_onnx(sd: Any, path: Any = None, *, opset: int = DEFAULT_OPSET,
             value = np.asarray(var.value.numpy() if hasattr(var.value, "numpy") else var.value)
             if var.ttype.weak:  # a Python scalar: typed by the op that reads it
                 continue
-            initializers.append(numpy_helper.from_array(value.astype(var.ttype.dtype), name))
+            initializers.append(tensor(value.astype(var.ttype.dtype), name))
     for node in graph.nodes:
         try:
             EXPORTERS[node.op.name](ctx, node)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import VariableType
+from .dtypes import elem_type, tensor
 from .exporting import EXPORTERS, ExportContext, OnnxExportError, exports, type_weak_literals
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
@@ -32,8 +33,7 @@ def _unique_prefix(ctx: ExportContext, hint: str) -> str:
 def _value_info(name: str, ttype: Any) -> Any:
     from onnx import helper
     dims = [d if d >= 0 else None for d in ttype.shape]
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(
-        np.dtype(ttype.dtype)), dims)
+    return helper.make_tensor_value_info(name, elem_type(ttype.dtype), dims)
 
 
 def _rename(nodes: list, mapping: dict[str, str]) -> None:
@@ -71,7 +71,7 @@ def inline_body(ctx: ExportContext, body: Any, bind: dict[str, str], hint: str,
     """The ONNX nodes computing ``body`` (typed by its inputs' ``types`` when given), its
     inputs read from the names ``bind`` maps them to: ``(nodes, output names)``. Nothing is
     added to ``ctx``."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     if types is not None:
         body = typed(body, types)
@@ -85,8 +85,7 @@ def inline_body(ctx: ExportContext, body: Any, bind: dict[str, str], hint: str,
         if var.vtype in (VariableType.CONSTANT, VariableType.VARIABLE) \
                 and var.value is not None and not var.ttype.weak:
             value = np.asarray(var.value.numpy() if hasattr(var.value, "numpy") else var.value)
-            child.initializers.append(numpy_helper.from_array(value.astype(var.ttype.dtype),
-                                                              name))
+            child.initializers.append(tensor(value.astype(var.ttype.dtype), name))
     for node in body.nodes:
         try:
             EXPORTERS[node.op.name](child, node)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .dtypes import elem_type
 from .exporting import ExportContext, exports
 from .same_ops import SAME_BACK
 
@@ -202,9 +203,7 @@ def _gelu(ctx, node) -> None:
 
 @exports("cast")
 def _cast(ctx, node) -> None:
-    from onnx import helper
-    ctx.emit("Cast", node.inputs, node.outputs,
-             to=helper.np_dtype_to_tensor_dtype(np.dtype(node.attrs.dtype)))
+    ctx.emit("Cast", node.inputs, node.outputs, to=elem_type(node.attrs.dtype))
 
 
 # -- shapes -----------------------------------------------------------------------------------

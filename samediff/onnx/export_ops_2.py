@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.geometry import axis_pads
+from .dtypes import elem_type
 from .export_ops import _from_nchw, _to_nchw
 from .exporting import MAX_OPSET, ExportContext, _axes, _scalar, exports
 
@@ -431,8 +432,7 @@ def _rms_norm(ctx, node) -> None:
 
 
 def _onnx_type(dtype) -> int:
-    from onnx import helper
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return elem_type(dtype)
 
 
 @exports("cumsum")

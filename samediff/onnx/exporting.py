@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import NdError
+from .dtypes import elem_type, tensor
 
 __all__ = ["OnnxExportError", "EXPORTERS", "exports", "ExportContext"]
 
@@ -62,21 +63,19 @@ class ExportContext:
 
     def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
         """An initializer holding ``value``; its name."""
-        from onnx import numpy_helper
         name = self.fresh(hint)
-        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        self.initializers.append(tensor(np.asarray(value, dtype=dtype), name))
         return name
 
     def as_dtype(self, name: str, dtype: Any) -> str:
         """``name``, or a ``Cast`` of it when its dtype is not ``dtype``. (A weak literal is
         typed by its node when written: it needs no cast.)"""
-        from onnx import helper
         var = self.graph.vars.get(name)
         if var is not None and var.ttype.weak:
             return name
         if self.dtype(name) == np.dtype(dtype):
             return name
-        return self.emit("Cast", [name], to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))[0]
+        return self.emit("Cast", [name], to=elem_type(dtype))[0]
 
     def weak(self, name: str) -> bool:
         """Whether ``name`` is a weak literal (a Python scalar typed by its node)."""
@@ -120,7 +119,6 @@ def type_weak_literals(ctx: ExportContext, graph: Any) -> None:
     """Weak Python-scalar constants (``x * 2.0``) become initializers of the type their node
     computes in: its result's (arithmetic: the exporters cast the other inputs to it), or, for
     a bool result (a comparison), the strong input's."""
-    from onnx import numpy_helper
     done: set[str] = set()
     for node in graph.nodes:
         strong = [i for i in node.inputs if not graph.vars[i].ttype.weak]
@@ -132,5 +130,5 @@ def type_weak_literals(ctx: ExportContext, graph: Any) -> None:
             if var.ttype.weak and var.value is not None and i not in done:
                 value = np.asarray(var.value.numpy() if hasattr(var.value, "numpy")
                                    else var.value, dtype=dtype)
-                ctx.initializers.append(numpy_helper.from_array(value, i))
+                ctx.initializers.append(tensor(value, i))
                 done.add(i)

@@ -1,0 +1,41 @@
+"""Exporters of the string ops (``samediff/ops/strings.py``): each is one ONNX node of the
+same meaning. ``StringConcat``, ``StringSplit`` and ``RegexFullMatch`` exist from opset 20, so
+a graph using them exports at opset 20 or later (a named error below it);
+``StringNormalizer`` from opset 10."""
+from __future__ import annotations
+
+from .exporting import ExportContext, exports
+
+#: the opset each ONNX string op first appeared in
+_SINCE = {"StringConcat": 20, "StringSplit": 20, "RegexFullMatch": 20, "StringNormalizer": 10}
+
+
+def _emit(ctx: ExportContext, node, onnx_op: str, **attrs) -> None:
+    if ctx.opset < _SINCE[onnx_op]:
+        raise ctx.fail(node, f"ONNX {onnx_op} needs opset {_SINCE[onnx_op]} or later; "
+                             f"export with to_onnx(..., opset={_SINCE[onnx_op]})")
+    ctx.emit(onnx_op, node.inputs, node.outputs, **attrs)
+
+
+@exports("string_concat")
+def _string_concat(ctx: ExportContext, node) -> None:
+    _emit(ctx, node, "StringConcat")
+
+
+@exports("string_split")
+def _string_split(ctx: ExportContext, node) -> None:
+    _emit(ctx, node, "StringSplit", delimiter=node.attrs.delimiter or None,
+          maxsplit=node.attrs.maxsplit)
+
+
+@exports("regex_full_match")
+def _regex_full_match(ctx: ExportContext, node) -> None:
+    _emit(ctx, node, "RegexFullMatch", pattern=node.attrs.pattern)
+
+
+@exports("string_normalize")
+def _string_normalize(ctx: ExportContext, node) -> None:
+    a = node.attrs
+    _emit(ctx, node, "StringNormalizer", case_change_action=a.case_change_action,
+          is_case_sensitive=int(a.is_case_sensitive), stopwords=list(a.stopwords) or None,
+          locale=a.locale or None)
