@@ -1,4 +1,4 @@
-"""TfIdfVectorizer over integer tokens (samediff/onnx/converters/text.py) against
+"""TfIdfVectorizer over integer and string tokens (samediff/onnx/converters/text.py) against
 onnx.reference, across modes, n-gram lengths (up to 3), skips, weights and batch forms --
 random token streams so that n-grams repeat -- compiled and interpreted."""
 from __future__ import annotations
@@ -50,7 +50,40 @@ def test_tfidf_matches_the_reference(mode, weights, lo, hi, skips, shape):
     np.testing.assert_array_equal(got, want)
 
 
-def test_string_pools_are_named():
+def _string_model(shape, **attrs):
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.STRING, shape)], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+#: the integer pool's n-grams as words (an sklearn pipeline's tokens are strings)
+WORDS = {2: "the", 3: "cat", 4: "sat", 5: "on", 6: "a", 7: "mat", 8: "today"}
+STRING_POOL = dict(ngram_counts=POOL["ngram_counts"], ngram_indexes=POOL["ngram_indexes"],
+                   pool_strings=[WORDS[t] for t in POOL["pool_int64s"]])
+
+
+@pytest.mark.parametrize("mode,lo,hi,skips,shape", [("TF", 1, 2, 1, (20,)),
+                                                    ("TFIDF", 1, 3, 2, (3, 10))])
+def test_string_pools_count_as_the_same_integer_pool(mode, lo, hi, skips, shape):
+    """Words in place of integer tokens give the integer pool's counts; and the reference's."""
+    attrs = dict(mode=mode, min_gram_length=lo, max_gram_length=hi, max_skip_count=skips,
+                 weights=[0.5, 1, 2, 3, 4, 5, 6, 7])
+    ints = np.random.default_rng(len(shape) + skips).integers(2, 9, shape).astype(np.int64)
+    words = np.vectorize(WORDS.get, otypes=[object])(ints)
+    want = ReferenceEvaluator(_model(list(shape), **POOL, **attrs)).run(None, {"x": ints})[0]
+    reference = ReferenceEvaluator(_string_model(list(shape), **STRING_POOL, **attrs))
+    np.testing.assert_array_equal(reference.run(None, {"x": words})[0], want)
+    previous = compiler.set_executor("compiled" if len(shape) == 2 else "interpreter")
+    try:
+        got = run(_string_model(list(shape), **STRING_POOL, **attrs), [words])[0]
+    finally:
+        compiler.set_executor(previous)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_pool_and_tokens_of_different_kinds_are_named():
     node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=1,
                             max_gram_length=1, max_skip_count=0, ngram_counts=[0],
                             ngram_indexes=[0], pool_strings=["a"])
@@ -58,5 +91,5 @@ def test_string_pools_are_named():
         "x", TensorProto.INT64, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                       None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(OnnxImportError, match="TfIdfVectorizer.*string tensors"):
+    with pytest.raises(OnnxImportError, match="TfIdfVectorizer.*pool of strings needs string"):
         run(model, [np.zeros(4, np.int64)])

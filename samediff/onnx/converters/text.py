@@ -1,4 +1,4 @@
-"""ONNX converters, text family: TfIdfVectorizer over integer tokens.
+"""ONNX converters, text family: TfIdfVectorizer over integer or string tokens.
 
 The n-gram pool is an attribute, so every count is a fixed pattern match: for each n-gram
 length ``n`` and skip distance ``d`` (``d`` = 1 only for unigrams, which skips do not change),
@@ -6,8 +6,8 @@ the windows ``x[..., i + j*d]`` (``j < n``) of every start ``i`` are gathered at
 indices, compared with every pool n-gram of that length, and the full matches summed over
 starts; a constant 0/1 matrix then adds each n-gram's count into its output column
 (``ngram_indexes``). All of it is table ops (``gather``, ``eq``, ``all``, ``sum``, ``matmul``),
-so it traces and compiles like the rest of a model. String pools need string tensors, which
-nd4py has no dtype for.
+so it traces and compiles like the rest of a model. A pool of strings (``pool_strings``)
+matches UTF8 tokens the same way: ``gather`` and ``eq`` take text.
 """
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ from ..table import converter
 _F32 = np.dtype(np.float32)
 
 
-def _pool_grams(node) -> list[tuple[int, tuple[int, ...]]]:
+def _pool_grams(node, pool: list) -> list[tuple[int, tuple]]:
     """The pool's n-grams in order, as (n, tokens): ngram_counts[k] is where the (k+1)-grams
-    start in pool_int64s."""
-    pool = [int(v) for v in node.attr("pool_int64s", [])]
+    start in the pool."""
     starts = [int(v) for v in node.attr("ngram_counts", [])]
     grams = []
     for k, start in enumerate(starts):
@@ -36,15 +35,21 @@ def _pool_grams(node) -> list[tuple[int, tuple[int, ...]]]:
 
 @converter("TfIdfVectorizer", since=9)
 def _tfidf_vectorizer(node):
-    if node.attr("pool_strings"):
-        raise node.fail("a pool of strings needs string tensors, which nd4py has no dtype "
-                        "for (integer pools, pool_int64s, work)")
+    strings = node.attr("pool_strings")
+    if strings and node.attr("pool_int64s"):
+        raise node.fail("give pool_strings or pool_int64s, not both")
     x = node.input(0)
     shape = node.shape(x)
+    text = node.dtype(x).kind == "T"
+    if bool(strings) != text:
+        raise node.fail(f"a pool of {'strings' if strings else 'integers'} needs "
+                        f"{'string' if strings else 'integer'} tokens, got {node.dtype(x)}")
     if node.rank(x) not in (1, 2) or shape[-1] < 0:
         raise node.fail(f"the input must be [C] or [N, C] with C known at import, got "
                         f"{list(shape)}")
-    grams = _pool_grams(node)
+    pool = ([str(v.decode() if isinstance(v, bytes) else v) for v in strings] if text
+            else [int(v) for v in node.attr("pool_int64s", [])])
+    grams = _pool_grams(node, pool)
     indexes = [int(v) for v in node.attr("ngram_indexes", [])]
     if len(indexes) != len(grams):
         raise node.fail(f"ngram_indexes has {len(indexes)} entries for {len(grams)} pool "
@@ -55,14 +60,15 @@ def _tfidf_vectorizer(node):
     lo, hi = int(node.attr("min_gram_length", 1)), int(node.attr("max_gram_length", 1))
     skips = int(node.attr("max_skip_count", 0))
     width = max(indexes) + 1 if indexes else 0
-    tokens = node.op("cast", x, dtype=np.int64)
+    tokens = x if text else node.op("cast", x, dtype=np.int64)
+    token_type = node.dtype(x) if text else np.dtype(np.int64)
     c = shape[-1]
     total = None
     for n in range(max(lo, 1), hi + 1):
         mine = [(k, g) for k, (m, g) in enumerate(grams) if m == n]
         if not mine:
             continue
-        pattern = np.array([g for _, g in mine], np.int64)  # [G, n]
+        pattern = np.array([g for _, g in mine], token_type)  # [G, n]
         to_columns = np.zeros((len(mine), width), _F32)
         for row, (k, _) in enumerate(mine):
             to_columns[row, indexes[k]] = 1.0
