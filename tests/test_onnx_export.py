@@ -36,7 +36,7 @@ BY_OPSET = {"gelu", "mish", "avg_pooling2d", "sum", "mean", "max", "min", "prod"
             "log_sum_exp", "norm1", "norm2", "avg_pooling1d", "avg_pooling3d", "all", "any",
             "norm_max", "variance", "std", "bitwise_and", "bitwise_or", "bitwise_xor",
             "bitwise_not", "scatter_reduce", "string_concat", "string_split",
-            "regex_full_match"}
+            "regex_full_match", "decode_image"}
 
 
 def _cases() -> list:
@@ -76,7 +76,7 @@ REFUSED = {("layer_norm", 2, 17): "trailing dims only", ("avg_pooling2d", 3, 17)
            ("scatter_reduce", 1, 17): "opset 18", ("scatter_reduce", 2, 17): "opset 18",
            **{("bitcast", i, 17): "opset 26" for i in range(len(SAMPLES["bitcast"]))},
            **{(op, i, 17): "opset 20" for op in ("string_concat", "string_split",
-                                                  "regex_full_match")
+                                                  "regex_full_match", "decode_image")
               for i in range(len(SAMPLES[op]))}}
 #: rows onnx.reference gets wrong: checked by the checker and the round trip through import
 #: only. Its GlobalMaxPool reduces the wrong axes unless the input is 4-D; its LRN sums over

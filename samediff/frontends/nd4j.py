@@ -112,6 +112,7 @@ NAMESPACES: dict[str, Namespace] = {
     "creation": Namespace(("creation",), eager=False),
     "control": Namespace(("control",), eager=False),  # ops with sub-graphs (samediff/control)
     "rnn": Namespace(("rnn",), forms=RnnForms),  # recurrent layers; ND4J's lstmLayer...
+    "image": Namespace(("image",)),  # ND4J's sd.image(): decode_image
 }
 
 #: Ops with ND4J's in-place method ``<op>i`` on arrays and variables (``x.addi(y)``).

@@ -1,13 +1,14 @@
-"""Exporters of the string ops (``samediff/ops/strings.py``): each is one ONNX node of the
-same meaning. ``StringConcat``, ``StringSplit`` and ``RegexFullMatch`` exist from opset 20, so
-a graph using them exports at opset 20 or later (a named error below it);
-``StringNormalizer`` from opset 10."""
+"""Exporters of the string ops (``samediff/ops/strings.py``) and ``decode_image``: each is
+one ONNX node of the same meaning. ``StringConcat``, ``StringSplit``, ``RegexFullMatch`` and
+``ImageDecoder`` exist from opset 20, so a graph using them exports at opset 20 or later (a
+named error below it); ``StringNormalizer`` from opset 10."""
 from __future__ import annotations
 
 from .exporting import ExportContext, exports
 
 #: the opset each ONNX string op first appeared in
-_SINCE = {"StringConcat": 20, "StringSplit": 20, "RegexFullMatch": 20, "StringNormalizer": 10}
+_SINCE = {"StringConcat": 20, "StringSplit": 20, "RegexFullMatch": 20, "StringNormalizer": 10,
+          "ImageDecoder": 20}
 
 
 def _emit(ctx: ExportContext, node, onnx_op: str, **attrs) -> None:
@@ -39,3 +40,8 @@ def _string_normalize(ctx: ExportContext, node) -> None:
     _emit(ctx, node, "StringNormalizer", case_change_action=a.case_change_action,
           is_case_sensitive=int(a.is_case_sensitive), stopwords=list(a.stopwords) or None,
           locale=a.locale or None)
+
+
+@exports("decode_image")
+def _decode_image(ctx: ExportContext, node) -> None:
+    _emit(ctx, node, "ImageDecoder", pixel_format=node.attrs.pixel_format)

@@ -9,7 +9,7 @@ from . import recurrent, reductions, sequence, shape_ops, slicing, train_mode  #
 from . import cnn, cnn_depthwise, cnn_layout, cnn_lrn, cnn_pooling, cnn_volumetric  # noqa: F401
 from . import onnx_math, onnx_shape  # noqa: F401
 from . import onnx_extra  # noqa: F401
-from . import strings  # noqa: F401
+from . import image, strings  # noqa: F401
 from .registry import REGISTRY, REQUIRED, Attr, OpDef, TensorType, define, get_op
 from .validate import OpTableError, validate_table
 

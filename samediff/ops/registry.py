@@ -257,7 +257,7 @@ class Activation:
 #: The op groups (an op's ``namespace``): semantic families. Which front-end namespace shows
 #: which groups (``sd.nn``, ``nd.base``...) is each front end's table (``samediff/frontends``).
 GROUPS = ("base", "math", "nn", "linalg", "fft", "random", "shape", "creation", "udf", "cnn",
-          "control", "rnn")
+          "control", "rnn", "image")
 
 
 @dataclass(frozen=True, eq=False)

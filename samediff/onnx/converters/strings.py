@@ -1,11 +1,12 @@
-"""ONNX converters, string family: StringConcat, StringSplit, RegexFullMatch and
+"""ONNX converters of bytes and text: StringConcat, StringSplit, RegexFullMatch and
 StringNormalizer, each one table op of ``samediff/ops/strings.py`` on UTF8 tensors (ONNX's
 ``STRING`` element type). ``Equal`` on strings, ``Cast`` to and from ``STRING`` and the
 data-movement ops need nothing here: their table ops take UTF8 (``strings=True``).
 
 A node the table op cannot serve as ONNX means it is refused at import, by name: an invalid
 or non-RE2 regex, an unknown case action, a locale whose casing nd4py does not apply, a
-StringNormalizer input that is neither ``[C]`` nor ``[1, C]``.
+StringNormalizer input that is neither ``[C]`` nor ``[1, C]``. ImageDecoder (an image file's
+bytes to pixels) is ``decode_image`` of ``samediff/ops/image.py``.
 """
 from __future__ import annotations
 
@@ -66,3 +67,15 @@ def _string_normalizer(node):
                        locale=node.attr("locale", ""))
     except Exception as exc:  # noqa: BLE001 - the op's checks (the locale) name the problem
         raise node.fail(str(exc)) from None
+
+
+@converter("ImageDecoder", since=20)
+def _image_decoder(node):
+    """An encoded image file (uint8 bytes) to ``[H, W, C]`` pixels (``decode_image``:
+    Pillow decodes; the ``image`` extra)."""
+    fmt = node.attr("pixel_format", "RGB")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt not in ("RGB", "BGR", "Grayscale"):
+        raise node.fail(f"pixel_format {fmt!r} is not one of RGB, BGR, Grayscale")
+    return node.op("decode_image", node.input(0), pixel_format=fmt)
