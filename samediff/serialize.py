@@ -598,20 +598,14 @@ def _read_array(zf: zipfile.ZipFile, member: str, name: str, ttype: TensorType,
     nbytes = math.prod(ttype.shape) * ttype.dtype.itemsize
     if info.file_size > nbytes + _NPY_HEADER_MAX:  # refuse decompression bombs up front
         raise bad(f"{info.file_size} bytes is far more than its declared {ttype} needs")
-    with _reading_member(bad), zf.open(info) as f:
-        shape, dtype = _read_npy_header(f, bad)
-        header_size = f.tell()
-    if dtype.hasobject:
-        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({member}) holds "
-                              f"Python objects (dtype {dtype}); refusing to unpickle it")
+    shape, dtype, header_size = _npy_header(zf, info, name, path, bad)
     stored = np.dtype(f"u{ttype.dtype.itemsize}") if is_storage(ttype.dtype) else ttype.dtype
     if dtype.newbyteorder("=") != stored or shape != ttype.shape:
         raise bad(f"holds {TensorType(shape, dtype)}, but the graph declares {ttype}")
     if info.file_size != header_size + nbytes:
         raise bad(f"declares {info.file_size} bytes, but its {header_size}-byte .npy header and "
                   f"{ttype} make {header_size + nbytes}; the file is damaged")
-    with _reading_member(bad), zf.open(info) as f:
-        arr = np.lib.format.read_array(f, allow_pickle=False)  # reads exactly nbytes of data
+    arr = _npy_body(zf, info, bad)  # reads exactly nbytes of data
     arr = arr.astype(stored, copy=False)  # native byte order
     return arr.view(ttype.dtype) if stored != ttype.dtype else arr
 
@@ -620,21 +614,34 @@ def _read_utf8(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, ttype: Ten
                path: str, bad: Callable[[str], CorruptFileError]) -> np.ndarray:
     """A UTF8 array's member: a uint8 vector (offsets, then bytes; see the module docstring).
     Its length depends on the text, so only the zip's own bound on inflation applies."""
-    with _reading_member(bad), zf.open(info) as f:
-        shape, dtype = _read_npy_header(f, bad)
-        header_size = f.tell()
-    if dtype.hasobject:
-        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({info.filename}) "
-                              f"holds Python objects (dtype {dtype}); refusing to unpickle it")
+    shape, dtype, header_size = _npy_header(zf, info, name, path, bad)
     if dtype != np.uint8 or len(shape) != 1:
         raise bad(f"holds {TensorType(shape, dtype)}, but a utf8 array is stored as a uint8 "
                   f"vector of offsets and bytes")
     if info.file_size != header_size + shape[0]:
         raise bad(f"declares {info.file_size} bytes, but its {header_size}-byte .npy header "
                   f"and {shape[0]} bytes make {header_size + shape[0]}; the file is damaged")
+    return _utf8_from_blob(_npy_body(zf, info, bad), ttype, bad)
+
+
+def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, path: str,
+                bad: Callable[[str], CorruptFileError]) -> tuple[tuple, np.dtype, int]:
+    """``(shape, dtype, header bytes)`` of an array member's .npy header, read alone (nothing
+    past it is inflated); a dtype holding Python objects is refused, never unpickled."""
     with _reading_member(bad), zf.open(info) as f:
-        blob = np.lib.format.read_array(f, allow_pickle=False)
-    return _utf8_from_blob(blob, ttype, bad)
+        shape, dtype = _read_npy_header(f, bad)
+        header_size = f.tell()
+    if dtype.hasobject:
+        raise UnsafeFileError(f"load: {path!r}: array of variable {name!r} ({info.filename}) "
+                              f"holds Python objects (dtype {dtype}); refusing to unpickle it")
+    return shape, dtype, header_size
+
+
+def _npy_body(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
+              bad: Callable[[str], CorruptFileError]) -> np.ndarray:
+    """The member's array, once ``_npy_header`` and its size were checked."""
+    with _reading_member(bad), zf.open(info) as f:
+        return np.lib.format.read_array(f, allow_pickle=False)
 
 
 def _read_npy_header(f: IO[bytes], bad: Callable[[str], CorruptFileError]

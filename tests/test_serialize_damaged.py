@@ -218,6 +218,17 @@ def test_flipped_version_needed_to_extract(saved):
     assert isinstance(err.__cause__, NotImplementedError)
 
 
+@pytest.mark.parametrize("first", ["graph.json", "arrays/"])
+def test_an_unknown_compression_method(saved, first):
+    """zipfile raises NotImplementedError("That compression method is not supported") when a
+    member is opened, not when the archive is: the member's reader names it."""
+    data = saved.read_bytes()
+    member = next(n for n in _members(data) if n.startswith(first))
+    saved.write_bytes(_patch_member(data, member, method=99))
+    err = _load_fails_naming_the_file(saved, CorruptFileError, "damaged")
+    assert isinstance(err.__cause__, NotImplementedError)
+
+
 @pytest.mark.parametrize("depth", [200_000, 100])
 def test_deeply_nested_json(saved, good_bytes, depth):
     """200,000 levels: json's RecursionError; 100 levels: parses, refused by the depth bound."""

@@ -415,19 +415,14 @@ def _hwc_plan(x_shape, w_shape, geo, cf, dtype, op="conv"):
 
 def _hwc(driver, plan, first, second, result, tail):
     """``kernels.im2col_hwc`` ``driver(first, second, result, chunks, *scratch, *tail)``
-    over the plan's parts at once, each with its thread's kept buffers. ``result`` is shared
-    (disjoint writes), or a shape for the weight adjoint: each part then fills a ``[kk, O]``
-    of its own, and their sum is returned (as ``_im2col``)."""
+    over the plan's parts at once (``_on_parts``: ``result`` a shape for the weight
+    adjoint)."""
     parts, (xh_n, cols_n, tmp_n) = plan
 
-    def work(part, go):
-        s = _kept_scratch(first.dtype)
-        into = np.empty(result, first.dtype) if isinstance(result, tuple) else result
-        H.run(driver, first, second, into, part, s.view("hwc_x", (xh_n,)),
-              s.view("cols", (cols_n,)), s.view("hwc_tmp", (tmp_n,)), *tail, go)
-        return into
-    got = split.on_halves(parts, work)
-    return sum(got[1:], got[0]) if isinstance(result, tuple) else result
+    def call(part, into, scratch, go):
+        H.run(driver, first, second, into, part, scratch.view("hwc_x", (xh_n,)),
+              scratch.view("cols", (cols_n,)), scratch.view("hwc_tmp", (tmp_n,)), *tail, go)
+    return _on_parts(parts, first.dtype, result, call)
 
 
 #: output widths up to which an NCHW convolution of >= ``im2col_hwc.MIN_CHANNELS`` input
@@ -452,19 +447,29 @@ def _geo_args(geo, kernel, stride, dilation):
 
 def _im2col(driver, plan, first, second, result, ow, tail):
     """``kernels.im2col`` ``driver(first, second, result, units, cols, *tail)`` over the plan's
-    parts at once, each with its thread's kept buffer. ``result`` is shared (disjoint
-    writes), or None for the weight adjoint: each part then fills a ``[kk, O]`` of its own,
-    and their sum is returned."""
+    parts at once (``_on_parts``; ``result`` None: the weight adjoint's ``[kk, O]``)."""
     parts, kk = plan
-    o = second.shape[1]
+
+    def call(part, into, scratch, go):
+        I.run(driver, first, second, into, part,
+              scratch.view("cols", (I.largest(part, ow, kk),)), *tail, go)
+    return _on_parts(parts, first.dtype, (kk, second.shape[1]) if result is None else result,
+                     call)
+
+
+def _on_parts(parts, dtype, result, call):
+    """``call(part, into, scratch, go)`` over the parts at once (one per thread), each with its
+    thread's kept scratch. ``result`` is an array the parts share (disjoint writes), or the
+    shape of a weight adjoint: each part then fills one of its own, and their sum is
+    returned."""
+    own = isinstance(result, tuple)
 
     def work(part, go):
-        buf = _kept_scratch(first.dtype).view("cols", (I.largest(part, ow, kk),))
-        into = np.empty((kk, o), first.dtype) if result is None else result
-        I.run(driver, first, second, into, part, buf, *tail, go)
+        into = np.empty(result, dtype) if own else result
+        call(part, into, _kept_scratch(dtype), go)
         return into
     got = split.on_halves(parts, work)
-    return result if result is not None else sum(got[1:], got[0])
+    return sum(got[1:], got[0]) if own else result
 
 
 def _winograd(x, w, out, before, bias, relu=False):

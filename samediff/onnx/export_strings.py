@@ -4,17 +4,17 @@ one ONNX node of the same meaning. ``StringConcat``, ``StringSplit``, ``RegexFul
 named error below it); ``StringNormalizer`` from opset 10."""
 from __future__ import annotations
 
+from . import converters  # noqa: F401 - fills the converter table read below
 from .exporting import ExportContext, exports
-
-#: the opset each ONNX string op first appeared in
-_SINCE = {"StringConcat": 20, "StringSplit": 20, "RegexFullMatch": 20, "StringNormalizer": 10,
-          "ImageDecoder": 20}
+from .table import supported
 
 
 def _emit(ctx: ExportContext, node, onnx_op: str, **attrs) -> None:
-    if ctx.opset < _SINCE[onnx_op]:
-        raise ctx.fail(node, f"ONNX {onnx_op} needs opset {_SINCE[onnx_op]} or later; "
-                             f"export with to_onnx(..., opset={_SINCE[onnx_op]})")
+    # the opset the op first appeared in: the importer's converter starts there too
+    first = supported()[("", onnx_op)][0]
+    if ctx.opset < first:
+        raise ctx.fail(node, f"ONNX {onnx_op} needs opset {first} or later; "
+                             f"export with to_onnx(..., opset={first})")
     ctx.emit(onnx_op, node.inputs, node.outputs, **attrs)
 
 
