@@ -306,6 +306,41 @@ def test_threads_share_the_cache_without_losing_counts():
     assert stats.compiles - stats.evictions == len(PLAN_CACHE)
 
 
+def test_a_key_being_built_is_waited_for_not_built_twice():
+    """Two threads asking for one key: the second waits for the first's build and gets its
+    plan; a failed build leaves the key to the next asker, who builds it."""
+    pc = PlanCache(4)
+    started, release = threading.Event(), threading.Event()
+    builds: list[str] = []
+
+    def slow_build():
+        builds.append("first")
+        started.set()
+        release.wait(10)
+        return SimpleNamespace(reason="")
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("a", pc.get_or_build("k", slow_build)))
+    first.start()
+    started.wait(10)
+    second = threading.Thread(target=lambda: got.setdefault("b", pc.get_or_build(
+        "k", lambda: builds.append("second") or SimpleNamespace(reason=""))))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting for the first build, not building
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert builds == ["first"] and got["a"] is got["b"]
+    assert (pc.stats.misses, pc.stats.hits, pc.stats.compiles) == (1, 1, 1)
+
+    def failing():
+        raise RuntimeError("no plan")
+    with pytest.raises(RuntimeError, match="no plan"):
+        pc.get_or_build("bad", failing)
+    plan = pc.get_or_build("bad", lambda: SimpleNamespace(reason=""))
+    assert pc.get_or_build("bad", failing) is plan
+
+
 def test_clear_cache_reaches_every_caller_of_the_one_plan_cache():
     """Traces, compiled functions, SameDiff.output and training steps all plan through the one
     cache: after nd.clear_cache() each of them builds its plans anew (counted as misses)."""

@@ -286,30 +286,50 @@ class PlanCache:
         self._lock = threading.Lock()
         self._owners: OrderedDict[Hashable, _OwnerHistory] = OrderedDict()  # LRU, bounded
         self._warned: set[Hashable] = set()  # owners already warned about (subset of _owners)
+        #: keys being built now, each with the event its builder sets when done: another
+        #: thread asking for one waits for that build instead of compiling the same plan
+        self._building: dict[Hashable, threading.Event] = {}
         #: Bumped by ``clear``: callers that keep a fast-path memo of plans they got from this
         #: cache (a training step per batch shape) drop it when the generation changes.
         self.generation = 0
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any], owner: Hashable = None) -> Any:
         """The plan cached under ``key``, or ``build()``'s, cached (errors of ``build``
-        propagate and cache nothing). ``owner`` names who asked, for the retrace check."""
+        propagate and cache nothing). ``owner`` names who asked, for the retrace check.
+
+        One build per key at a time: a thread asking for a key another thread is building
+        waits for that plan (a hit) rather than compiling it again; if that build fails, the
+        waiter builds it itself."""
+        while True:
+            with self._lock:
+                plan = self._plans.get(key)
+                if plan is not None:
+                    self._plans.move_to_end(key)
+                    self.stats.hits += 1
+                    if profiler.active:
+                        profiler.instant("plan cache hit", "cache", _cache_args(plan, owner))
+                    return plan
+                pending = self._building.get(key)
+                if pending is None:
+                    self.stats.misses += 1
+                    done = self._building[key] = threading.Event()
+                    break
+            pending.wait()
+        try:
+            if profiler.active:
+                profiler.instant("plan cache miss", "cache", _cache_args(None, owner))
+                start = profiler.now_us()
+                plan = build()
+                profiler.compile_event(start, plan, owner)
+            else:
+                plan = build()  # outside the lock: compiling may be slow
+        except BaseException:
+            with self._lock:
+                del self._building[key]
+            done.set()
+            raise
         with self._lock:
-            plan = self._plans.get(key)
-            if plan is not None:
-                self._plans.move_to_end(key)
-                self.stats.hits += 1
-                if profiler.active:
-                    profiler.instant("plan cache hit", "cache", _cache_args(plan, owner))
-                return plan
-            self.stats.misses += 1
-        if profiler.active:
-            profiler.instant("plan cache miss", "cache", _cache_args(None, owner))
-            start = profiler.now_us()
-            plan = build()
-            profiler.compile_event(start, plan, owner)
-        else:
-            plan = build()  # outside the lock: compiling may be slow
-        with self._lock:
+            del self._building[key]
             self.stats.compiles += 1
             if getattr(plan, "reason", ""):
                 self.stats.fallbacks += 1
@@ -318,6 +338,7 @@ class PlanCache:
                 self._plans.popitem(last=False)
                 self.stats.evictions += 1
             warning = self._note_owner(owner, key)
+        done.set()
         if warning:
             warnings.warn(warning, RetraceWarning, stacklevel=5)  # -> get_plan's caller's caller
         return plan
