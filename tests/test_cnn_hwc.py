@@ -112,7 +112,7 @@ def test_chunks_cover_the_batch_evenly():
 @pytest.mark.parametrize("x_shape, w_shape, want, want_input_grad", [
     ((32, 32, 8, 8), (3, 3, 32, 32), True, True),       # the digits CNN
     ((32, 32, 4, 4), (3, 3, 32, 64), True, True),
-    ((32, 64, 32, 32), (3, 3, 64, 64), False, True),    # the adjoint's other route is per tap
+    ((32, 64, 32, 32), (3, 3, 64, 64), False, True),    # (3x3 s1 goes Winograd before this)
     ((32, 8, 8, 8), (3, 3, 8, 32), False, False),       # few channels: per-image rows are longer
     ((32, 32, 8, 8), (1, 1, 32, 64), False, False),     # 1x1: nothing to gather
     ((1, 32, 8, 8), (3, 3, 32, 32), False, False),      # one image: bands of rows on two threads

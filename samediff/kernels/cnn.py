@@ -3,17 +3,20 @@
 Convolution is a BLAS problem; ``conv`` / ``conv_input_grad`` pick a route per op, layout,
 kernel, channels and dtype:
 
-* ``"hwc"`` (``kernels/im2col_hwc.py``), tried first: NCHW batches of small images (outputs
+* ``"winograd"`` (``kernels/winograd.py``), tried first: 3x3, stride 1, >= 16 channels in
+  and out, NCHW, outputs at least 16 wide with enough positions per channel
+  (``winograd.applies``), forward and input adjoint (the latter is the same 3x3 correlation
+  with the kernel flipped and the channels swapped): Winograd F(4x4, 3x3), 4x fewer
+  multiplies. At batch 32 and 16x16 it takes 0.55-0.87x the channels-last route's time.
+* ``"hwc"`` (``kernels/im2col_hwc.py``): NCHW batches of small images (outputs
   at most ``HWC_MAX_WIDTH`` wide) with at least 16 input channels -- chunks of images turned
   channels-last, so each gathered copy is a run of C values, and one GEMM per chunk. The
   digits CNN's shapes (batch 32, float32, two threads, one loaded run): 32->32 3x3 on 8x8
   forward / input / weight adjoint 1.04 / 0.88 / 0.96 ms against 1.65 / 2.07 / 1.70 by the
-  per-image route and 2.6 / 2.6 by Winograd; 32->64 on 4x4 0.62 / 0.49 / 0.47 against
+  per-image route and 2.6 / 2.6 by Winograd (1.6-2.2x this route's time still, after its
+  transforms became 2-4x faster); 32->64 on 4x4 0.62 / 0.49 / 0.47 against
   ~1.0 / 1.2-1.4 / 1.0; 64->64 on 16x16 at batch 8 1.39 / 1.10 / 0.95 against 2.1 / 4.1 / 1.5.
   The example's epoch: 4.2 -> 2.4 s.
-* ``"winograd"`` (``kernels/winograd.py``): 3x3, stride 1, >= 16 channels in and out, NCHW,
-  forward and input adjoint (the latter is the same 3x3 correlation with the kernel flipped
-  and the channels swapped): Winograd F(4x4, 3x3), 4x fewer multiplies.
 * ``"im2col"`` (``kernels/im2col.py``, NCHW, ``choose``): per image -- or band of output rows
   when one image's buffer exceeds the budget -- gather the windows into
   ``cols [kH*kW*C, positions]`` and make it one GEMM with the HWIO weights reshaped to
@@ -429,7 +432,8 @@ def _hwc(driver, plan, first, second, result, tail):
 #: channels goes channels-last (its per-row copies are shorter than a vector or two there).
 #: The input adjoint gains up to twice that: its other route is the per-tap one (interleaved,
 #: batch 32, 3x3: 0.37-0.59x its time at 32x32 with 16-64 channels; forward and weight adjoint
-#: there 0.7-2x, so they stay on the per-image gather)
+#: there 0.7-2x, so they stay on the per-image gather). 3x3 stride-1 ones from 16 wide go by
+#: Winograd first (tried before this route).
 HWC_MAX_WIDTH = 16
 HWC_MAX_WIDTH_INPUT_GRAD = 32
 
@@ -503,15 +507,15 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
+    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
+                        out.shape[0] * out.shape[2] * out.shape[3], out.shape[3]) \
+            and _ready("winograd", dtype):
+        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     hwc = _hwc_plan(x.shape, w.shape, geo, cf, dtype)
     if hwc is not None and _ready("hwc", dtype):
         w2t = np.ascontiguousarray(w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1)
         return _hwc(H.forward, hwc, np.ascontiguousarray(x), w2t, out,
                     (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
-                        out.shape[0] * out.shape[2] * out.shape[3]) \
-            and _ready("winograd", dtype):
-        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None and _ready("im2col", dtype):
         # [O, kH*kW*C], copied at most once (no copy at all for 1x1 OIHW weights seen as HWIO)
@@ -538,18 +542,18 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
-    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype, "input_grad")
-    if hwc is not None and _ready("hwc", dtype):
-        w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
-        return _hwc(H.input_grad, hwc, np.ascontiguousarray(g), w2, np.empty(xshape, dtype),
-                    _geo_args(geo, w.shape[:2], stride, dilation))
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype,
-                        xshape[0] * xshape[2] * xshape[3]) \
+                        xshape[0] * xshape[2] * xshape[3], xshape[3]) \
             and _ready("winograd", dtype):
         # the full correlation of g with the flipped kernel, channels swapped
         flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
         return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
                          (2 - geo[0][0], 2 - geo[1][0]), np.zeros(0, dtype))
+    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype, "input_grad")
+    if hwc is not None and _ready("hwc", dtype):
+        w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
+        return _hwc(H.input_grad, hwc, np.ascontiguousarray(g), w2, np.empty(xshape, dtype),
+                    _geo_args(geo, w.shape[:2], stride, dilation))
     plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad", dtype)
     if plan is not None and _ready("im2col", dtype):
         w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
