@@ -180,3 +180,66 @@ def test_the_matmul_op_and_its_gradients_run_batched(monkeypatch):
     np.testing.assert_allclose(np.asarray(gq), np.broadcast_to(k.sum(-2, keepdims=True),
                                                                q.shape), rtol=1e-12)
     assert calls  # the gradient products went through the stacks too
+
+
+def test_big_products_take_the_private_split_unmeasured(monkeypatch):
+    """From ``PRIVATE_MIN_MNK`` a 2-D product is split on the private BLAS without a
+    measurement (numpy's threads would spin into the plan's next split kernels), and
+    ``explain()`` says why."""
+    monkeypatch.delenv("ND4PY_BLAS", raising=False)  # (the suite forces the private route)
+    monkeypatch.setattr(M, "PRIVATE_MIN_MNK", 1 << 20)
+    monkeypatch.setattr(M, "_ROUTE", {})
+    measured = []
+    monkeypatch.setattr(M.CHOOSER, "measure", lambda *a, **k: measured.append(a))
+    a = RNG.standard_normal((256, 128)).astype(np.float32)
+    b = RNG.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_allclose(M.matmul2d(a, b), a.astype(np.float64) @ b, rtol=1e-4,
+                               atol=1e-4 * 128)
+    assert not measured
+    assert M.describe_route(a.shape, b.shape, np.float32).startswith(
+        "private: from PRIVATE_MIN_MNK")
+
+
+def test_while_numpys_threads_spin_one_thread_is_no_candidate_and_nothing_is_saved(
+        monkeypatch):
+    """A split timed while numpy's pool still spins (within ``NUMPY_SPIN_S`` of a product
+    left to it) shares the helper's core with it: ``in_turn`` would win for that reason
+    alone, and the decision would stick on disk."""
+    monkeypatch.delenv("ND4PY_BLAS", raising=False)
+    monkeypatch.setattr(M, "_ROUTE", {})
+    monkeypatch.setattr(M.CHOOSER, "_memory", {})
+    monkeypatch.setattr(M.CHOOSER, "persist", False)
+    monkeypatch.setattr(M.compiling, "pending", lambda: False)
+    seen = []
+    real = M.CHOOSER.measure
+
+    def spy(cls, runs, shape="", unsettled=""):
+        seen.append((sorted(runs), unsettled))
+        return real(cls, runs, shape, unsettled)
+    monkeypatch.setattr(M.CHOOSER, "measure", spy)
+    a = RNG.standard_normal((512, 256)).astype(np.float32)
+    b = RNG.standard_normal((256, 256)).astype(np.float32)
+    monkeypatch.setattr(M, "_numpy_woke", float("-inf"))
+    M.matmul2d(a, b)  # quiet: all three routes
+    assert seen[-1] == (["in_turn", "numpy", "private"], "")
+    assert M._numpy_spinning()  # numpy was timed last
+    M.CHOOSER._memory.clear()
+    M._ROUTE.clear()
+    M.matmul2d(a, b)
+    assert seen[-1] == (["numpy", "private"], "numpy's threads spinning")
+    decision = next(iter(M.CHOOSER._memory.values()))
+    assert "not saved" in decision.why
+
+
+def test_the_linear_op_goes_through_it(monkeypatch):
+    """``linear`` (``x @ w + b``) takes the matmul op's routes, not numpy's GEMM directly."""
+    calls = []
+    real = M._part
+    monkeypatch.setattr(M, "_part", lambda *a: (calls.append(1), real(*a))[1])
+    monkeypatch.setattr(M, "PRIVATE_MIN_MNK", 1 << 18)
+    x = RNG.standard_normal((4, 64, 256)).astype(np.float32)
+    w = RNG.standard_normal((256, 64)).astype(np.float32)
+    b = RNG.standard_normal(64).astype(np.float32)
+    got = nd.nn.linear(nd.create(x), nd.create(w), nd.create(b)).numpy()
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w + b, rtol=1e-4, atol=1e-3)
+    assert calls

@@ -19,6 +19,7 @@ with both pools against 2.1 with numpy's BLAS on one thread. So (``matmul2d``, `
   helper's core from the next split kernel. On W9's training step (a transformer block) this
   made the step 0.70x (quiet) and 0.65x (one core busy) of what it took with numpy's batched
   products;
+* a 2-D product from ``PRIVATE_MIN_MNK`` runs on the private split unmeasured (below);
 * a 2-D product from ``MIN_MNK`` on takes the route measured fastest for its shape class
   (dtype, power-of-two buckets of m, n, k, split or not) on this machine: numpy's, the private
   BLAS's halves at once over the helper (``private``), or -- for a product that splits -- the
@@ -49,6 +50,7 @@ True
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numba
@@ -62,6 +64,13 @@ from .routes import Decision
 MIN_MNK = 1 << 18
 #: multiply-adds from which the rows go to two threads (as ``kernels.cnn.SPLIT_MIN_MACS``)
 SPLIT_MIN_MNK = 1 << 20
+#: multiply-adds from which a 2-D product takes the private split unmeasured, as batched ones
+#: do: each half is then >= 0.15 ms of GEMM, so the split parallelizes as well as numpy's
+#: threads (4096x256x256: 3.2 vs 3.2 ms alone), and numpy's pool, which spins after each
+#: call, would take the helper's core from the plan's next split kernels -- a cost the
+#: product's own timing cannot see. The ONNX encoder at batch 32 (``bench_onnx``): 93-149 ms
+#: with every product private, 150 with numpy's, 188-194 with the measured mix.
+PRIVATE_MIN_MNK = 1 << 26
 
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -152,19 +161,42 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     forced = CHOOSER.forced()
     if (forced is not None and forced.route == "numpy") or not blas.available():
-        return None
+        return _woke_numpy()
     pa, pb = _blas_operand(a), _blas_operand(b)
     exact = (a.dtype, m, n, k, _layout(pa), _layout(pb))
     route = None if forced is not None else _ROUTE.get(exact)
     if route is None:
         route = _decide(a, b, pa, pb, exact, forced)
+        if route is None:
+            return _woke_numpy()  # numpy's, while its kernel compiles
         if not isinstance(route, str):
-            return route  # None (numpy's, its kernel still compiling) or a measured result
+            return route  # a measured result
     if route == "numpy":
-        return None
+        return _woke_numpy()
     by_rows = m * k >= k * n
     return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
                                                     SPLIT_MIN_MNK), route == "in_turn")
+
+
+#: seconds numpy's OpenBLAS threads keep spinning on the cores after a product that woke them
+#: (its THREAD_TIMEOUT, 2^28 cycles: ~0.13 s at 2.1 GHz), with a margin. A split timed meanwhile
+#: shares the helper's core with them and loses to one thread for no reason of its own: with
+#: the classes of the ONNX encoder (``bench_onnx``) measured one after another, each after the
+#: previous one's numpy timing, every one chose ``in_turn`` and kept it on disk -- 1.3-1.7x the
+#: time of ``private`` in a process where numpy's pool then never ran.
+NUMPY_SPIN_S = 0.2
+_numpy_woke = float("-inf")  # perf_counter of the last product from MIN_MNK left to numpy
+
+
+def _woke_numpy() -> None:
+    """Note that numpy's threaded GEMM runs a product now (returns None: numpy's route)."""
+    global _numpy_woke
+    _numpy_woke = time.perf_counter()
+
+
+def _numpy_spinning() -> bool:
+    """Did numpy's threads run a product within ``NUMPY_SPIN_S``?"""
+    return time.perf_counter() - _numpy_woke < NUMPY_SPIN_S
 
 
 #: the route of each exact (dtype, m, n, k, layouts) decided so far: the per-call cost of a
@@ -182,17 +214,25 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     cls, by_rows, parts = _shape_class(dtype, m, n, k)
     if forced is not None:
         return forced.route
+    if m * n * k >= PRIVATE_MIN_MNK:
+        _ROUTE[exact] = "private"
+        return "private"
     decision = CHOOSER.decided(cls)
     if decision is None and compiling.pending():
         # a compile holds the GIL in stretches (the helper's half waits for it): timings taken
         # now would lie. The tie-winner runs until the compile thread is idle, then we measure
         return CHOOSER.prefer
     if decision is None:
+        # while numpy's threads may still spin (``NUMPY_SPIN_S``) the split cannot be timed
+        # fairly: one thread (``in_turn``) is no candidate then, and the decision is not saved
+        spinning = _numpy_spinning()
         runs = {"numpy": lambda: np.matmul(a, b),
                 "private": lambda: _private(pa, pb, by_rows, parts)}
-        if len(parts) == 2:
+        if len(parts) == 2 and not spinning:
             runs["in_turn"] = lambda: _private(pa, pb, by_rows, parts, True)
-        decision, out = CHOOSER.measure(cls, runs, f"m{m} n{n} k{k}")
+        decision, out = CHOOSER.measure(cls, runs, f"m{m} n{n} k{k}",
+                                        "numpy's threads spinning" if spinning else "")
+        _woke_numpy()  # (it was timed last)
         _ROUTE[exact] = decision.route
         return out
     _ROUTE[exact] = decision.route
@@ -340,5 +380,8 @@ def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
             return f"numpy: {forced.why}"
         return ("private: batched, one GEMM per product (numpy's would wake OpenBLAS's "
                 "threads from MIN_MNK per product)")
+    if forced is None and m * n * k >= PRIVATE_MIN_MNK:
+        return (f"private: from PRIVATE_MIN_MNK (2^{PRIVATE_MIN_MNK.bit_length() - 1} "
+                "multiply-adds) unmeasured (numpy's threads would spin into the next kernels)")
     cls = _shape_class(np.dtype(dtype), m, n, k)[0]
     return CHOOSER.describe(cls) or f"not chosen yet at {cls} (measured on the first call)"

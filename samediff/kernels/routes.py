@@ -246,10 +246,12 @@ class Chooser:
             self._loaded = True
 
     def measure(self, cls: str, runs: dict[str, Callable[[], Any]],
-                shape: str = "") -> tuple[Decision, Any]:
+                shape: str = "", unsettled: str = "") -> tuple[Decision, Any]:
         """Time ``runs`` (route -> a call computing the op) on ``cls`` (see the module
         docstring), remember the winner, and return it with the result of one of its runs.
-        ``shape``: the concrete sizes measured, for the reason."""
+        ``shape``: the concrete sizes measured, for the reason; ``unsettled``: why the
+        caller knows this moment is unrepresentative (the decision is then not saved, as a
+        busy machine's)."""
         names = [r for r in self.routes if r in runs]
         times: dict[str, list[float]] = {r: [] for r in names}
         results: dict[str, Any] = {}
@@ -266,7 +268,7 @@ class Chooser:
             best = ref
         others = " vs ".join(f"{r} {med[r] * 1e3:.3g} ms" for r in names if r != best)
         where = f"at {shape} {cls.split()[0]}" if shape else f"at {cls}"
-        noisy = busy(times)
+        noisy = unsettled or busy(times)
         why = f"measured {med[best] * 1e3:.3g} ms vs {others} {where}"
         decision = Decision(best, f"{why} (busy: {noisy}; not saved)" if noisy else why)
         self._memory[cls] = decision

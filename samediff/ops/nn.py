@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels import forksafe
+from ..kernels import forksafe, lazy
 from .call import op
 from .families import Attr, normalize_axis, normalize_dims, probed_infer
 from .linalg import matmul_grads, matmul_shape
@@ -372,16 +372,19 @@ define("bias_add", ["x", "b"],
        doc="``x + b`` with the 1-D bias along dim 1 (``nchw=True``) or the last dim.")
 
 
+M = lazy("matmul")  # products on ``kernels.matmul``'s routes, as the matmul op's
+
+
 @forksafe.guarded  # numpy's threaded GEMM: a fork waits for it (samediff/kernels/forksafe.py)
 def _linear(x, w, b=None):
     x, w = np.asarray(x), np.asarray(w)
     if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:
         # [..., in] as one [rows, in] GEMM (numpy's matmul runs one GEMM per leading index),
         # and the bias added in place: [8, 128, 256] @ [256, 1024] + b 6.5 -> 3.0 ms
-        out = np.matmul(x.reshape(-1, x.shape[-1]), w)
+        out = M.matmul(x.reshape(-1, x.shape[-1]), w)
         out = out.reshape(*x.shape[:-1], w.shape[-1])
     else:
-        out = np.matmul(x, w)
+        out = M.matmul(x, w)
     if b is None:
         return out
     if np.result_type(out, b) == out.dtype and np.broadcast_shapes(out.shape,
