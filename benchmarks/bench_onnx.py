@@ -1,6 +1,11 @@
 """Imported ONNX models: nd4py's compiled inference against onnxruntime (CPU) and
-``onnx.reference`` -- float32, medians of interleaved bursts, ratios from the same run
-(``timing.interleaved``).
+``onnx.reference`` -- float32, each contestant timed in a process of its own, processes
+alternating round by round, ratios from the same run (``timing.alternating_processes``).
+
+Why processes of their own: onnxruntime's intra-op threads spin after each run (its default)
+and nd4py's helper thread polls after each split kernel; in one process each slowed the other
+(same run: nd4py's encoder at batch 1 11.9 -> 7.5 ms and onnxruntime's CNN at batch 1
+7.0 -> 4.5 ms once onnxruntime's spinning was turned off). A user runs one of them.
 
 The two models are built here with ``onnx.helper`` and seeded numpy weights (no torch), in the
 form PyTorch's exporter gives them, each with a symbolic batch dim ``N``:
@@ -32,7 +37,7 @@ column names in the tables and the JSON in parentheses):
   threads (graph optimizations at their default, all). Not a dependency: skipped, with a
   note, when not installed.
 * **onnx.reference** (``onnx.ref``) -- ``ReferenceEvaluator``, batch-1 rows only and few
-  samples (it is slow), in a second interleaved run against nd4py (one call per sample).
+  samples (it is slow), in a second alternating run against nd4py (one call per sample).
 
 Before timing, nd4py's outputs are checked against onnxruntime's (or, without it, the
 reference's) at both batch sizes: the max absolute error and the max error relative to the
@@ -45,12 +50,15 @@ Run ``python benchmarks/bench_onnx.py [--json] [--quick] [--busy] [--profile ROW
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 import time
 
 import numpy as np
-from timing import comparison_parser, interleaved, print_ratios  # benchmarks/timing.py
+from timing import (alternating_processes, child_samples, comparison_parser,  # benchmarks/
+                    print_ratios)
 
 import nd4py as nd
 
@@ -292,11 +300,32 @@ def run_profile(row: str, protos: dict, xs: dict) -> None:
     nd.profile_summary(prof)
 
 
+def _child(name: str, rows: list, bursts: int) -> None:
+    """One contestant's process (``timing.alternating_processes``): its sessions for
+    ``rows``, then ``child_samples``' JSON on the last line."""
+    protos = {m: build() for m, (build, _) in MODELS.items()}
+    xs = inputs()
+    if name == "nd4py":
+        fns = nd_sessions(protos, xs)
+    elif name == "ort":
+        fns = ort_sessions(protos, xs)
+    else:
+        fns = reference_sessions(protos, xs, rows)
+    print(json.dumps(child_samples({r: fns[r] for r in rows}, bursts,
+                                   BURST if name != "onnx.ref" else 1)))
+
+
 def main() -> None:
     parser = comparison_parser(__doc__)
     parser.add_argument("--profile", choices=ROWS, help="print where nd4py's time goes on "
                         "this row (its plan and the profiler's per-op table) and stop")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--rows", help=argparse.SUPPRESS)
+    parser.add_argument("--bursts", type=int, default=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.rows.split(","), args.bursts)
+        return
     protos = {m: build() for m, (build, _) in MODELS.items()}
     xs = inputs()
     if args.profile:
@@ -326,18 +355,19 @@ def main() -> None:
             verdict = "ok" if e["max_rel_err"] <= TOLERANCE else f"MISMATCH (> {TOLERANCE:g})"
             say(f"{row}: nd4py vs {oracle_name}: max abs err {e['max_abs_err']:.2e}, "
                 f"relative to the largest |output| {e['max_rel_err']:.2e} -- {verdict}")
-    contestants = {"nd4py": ours}
-    if theirs is not None:
-        contestants["ort"] = theirs
-    rounds = 3 if args.quick else 9
-    result = interleaved(contestants, rounds, BURST, args.busy)
+    del ours, theirs  # (their threads must not run next to the timed processes)
+
+    def command(rows: list, bursts: int) -> list:
+        return [sys.executable, __file__, "--rows", ",".join(rows), "--bursts", str(bursts)]
+    names = ["nd4py"] + (["ort"] if oracle_name == "onnxruntime" else [])
+    rounds = 3 if args.quick else 7
+    result = alternating_processes(command(ROWS, 3), names, ROWS, rounds, args.busy)
     if not args.json:
-        print_ratios(result, list(contestants), args.busy)
+        print_ratios(result, names, args.busy)
     # the reference: batch 1 only, one call per sample (a call takes 0.1-0.5 s; at batch
     # 32 several seconds)
-    ref = interleaved({"nd4py": {r: ours[r] for r in b1},
-                       "onnx.ref": reference_sessions(protos, xs, b1)},
-                      1 if args.quick else 3, 1, args.busy)
+    ref = alternating_processes(command(b1, 2), ["nd4py", "onnx.ref"], b1,
+                                1 if args.quick else 3, args.busy)
     if args.json:
         print(json.dumps({"first_call_s": first_call, "errors_vs_" + oracle_name: errors,
                           "rows": result, "reference_rows": ref}, indent=1))

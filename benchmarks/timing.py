@@ -1,6 +1,7 @@
 """Shared timing helpers of the benchmark scripts: medians of repeated runs after a warm-up."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from typing import Callable
@@ -31,6 +32,78 @@ def _spin(stop) -> None:
         x += 1
 
 
+@contextlib.contextmanager
+def busy_core(busy: bool):
+    """While the block runs, another process spins on one core (when ``busy``)."""
+    import multiprocessing
+    stop, spinner = multiprocessing.Event(), None
+    if busy:
+        spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+        spinner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if spinner is not None:
+            spinner.join()
+
+
+def _ratios(samples: dict, rows: list) -> dict:
+    """``{row: {"<c>_ms": median, "vs_<c>": median of the per-round ratios}}`` of per-round
+    samples ``{contestant: {row: [ms per round]}}`` (the first contestant's ratios)."""
+    names = list(samples)
+    first, result = names[0], {}
+    for row in rows:
+        ours = samples[first][row]
+        entry = {f"{first}_ms": statistics.median(ours)}
+        for c in names[1:]:
+            theirs = samples[c][row]
+            entry[f"{c}_ms"] = statistics.median(theirs)
+            entry[f"vs_{c}"] = statistics.median([o / t for o, t in zip(ours, theirs)])
+        result[row] = entry
+    return result
+
+
+def child_samples(rows: dict, bursts: int, burst: int) -> dict:
+    """In a contestant's own process: ``{row: [median of each burst of `burst` calls]}``,
+    ``bursts`` samples per row, rows taken in turn, after one warm-up call of each."""
+    for fn in rows.values():
+        fn()
+    samples: dict = {r: [] for r in rows}
+    for _ in range(bursts):
+        for row, fn in rows.items():
+            times = []
+            for _ in range(burst):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+            samples[row].append(statistics.median(times))
+    return samples
+
+
+def alternating_processes(command: list, names: list, rows: list, rounds: int,
+                          busy: bool = False) -> dict:
+    """``interleaved``'s result, each contestant timed in a process of its own: per round, one
+    process per contestant in rotating order runs ``command + ["--child", name]``, which
+    prints ``child_samples``' JSON; a round's time is that process's median per row. No
+    contestant's thread pool (spinning after its calls) then runs next to another's -- in one
+    process ONNX Runtime's spinning intra-op threads and nd4py's helper slowed each other
+    (``bench_onnx``)."""
+    import json
+    import subprocess
+    samples: dict = {c: {r: [] for r in rows} for c in names}
+    with busy_core(busy):
+        for k in range(rounds):
+            for c in names[k % len(names):] + names[:k % len(names)]:
+                done = subprocess.run(command + ["--child", c], capture_output=True, text=True)
+                if done.returncode:
+                    raise RuntimeError(f"{c}'s process failed:\n{done.stderr[-3000:]}")
+                got = json.loads(done.stdout.strip().splitlines()[-1])
+                for r in rows:
+                    samples[c][r].append(statistics.median(got[r]))
+    return _ratios(samples, rows)
+
+
 def interleaved(contestants: dict, rounds: int, burst: int = 5, busy: bool = False) -> dict:
     """Ratios of the first contestant's times to each other's, measured in the same run.
 
@@ -40,14 +113,9 @@ def interleaved(contestants: dict, rounds: int, burst: int = 5, busy: bool = Fal
     first call may pay for the previous contestant's threads still spinning: XLA's and torch's
     pools do). ``busy``: another process spins on one core meanwhile. Returns ``{row: {"<c>_ms":
     median, "vs_<c>": median of the per-round ratios}}``."""
-    import multiprocessing
-    stop, spinner = multiprocessing.Event(), None
-    if busy:
-        spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
-        spinner.start()
     names = list(contestants)
     first = names[0]
-    try:
+    with busy_core(busy):
         for rows in contestants.values():
             for fn in rows.values():
                 fn()
@@ -61,20 +129,7 @@ def interleaved(contestants: dict, rounds: int, burst: int = 5, busy: bool = Fal
                         fn()
                         times.append((time.perf_counter() - t0) * 1e3)
                     samples[c][row].append(statistics.median(times))
-    finally:
-        stop.set()
-        if spinner is not None:
-            spinner.join()
-    result = {}
-    for row in contestants[first]:
-        ours = samples[first][row]
-        entry = {f"{first}_ms": statistics.median(ours)}
-        for c in names[1:]:
-            theirs = samples[c][row]
-            entry[f"{c}_ms"] = statistics.median(theirs)
-            entry[f"vs_{c}"] = statistics.median([o / t for o, t in zip(ours, theirs)])
-        result[row] = entry
-    return result
+    return _ratios(samples, list(contestants[first]))
 
 
 def print_ratios(result: dict, names: list[str], busy: bool = False, width: int = 16) -> None:
