@@ -70,6 +70,7 @@ def _arg(ref: str, compute: np.dtype | None) -> str:
 #: Module header of every generated kernel file.
 PRELUDE = ("import math", "import numpy as np", "import numba",
            "from samediff.kernels.spin import announce",
+           "from samediff.kernels.vector_width import wide_vectors",
            "from samediff.compiler.mathlib import *  # noqa: F401,F403", "f32 = np.float32",
            "f64 = np.float64", "")
 #: The kernel's name, and its twin's when outputs are written into the inputs they were
@@ -113,7 +114,7 @@ def kernel_head(name: str, params: str) -> list[str]:
     parameter ``go`` (``workers.split_leading``'s token) and announces it at once: the
     thread running the other half takes the GIL only then, when it is free, instead of
     sleeping on it (a 32 Ki-element GELU in halves took 65 us ungated, against 25 us whole)."""
-    return [decorator(), f"def {name}({params}, go):", "    announce(go)"]
+    return [decorator(), f"def {name}({params}, go):", "    wide_vectors()", "    announce(go)"]
 
 
 def render(spec: KernelSpec) -> str:
@@ -183,7 +184,7 @@ def cache_dir() -> Path:
     return base / "kernels"
 
 
-KERNEL_FORMAT = 4  # bump when the generated code or its loading changes: old files are ignored
+KERNEL_FORMAT = 5  # bump when the generated code or its loading changes: old files are ignored
 
 
 def _versions() -> str:

