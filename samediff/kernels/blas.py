@@ -39,10 +39,20 @@ __all__ = ["available", "gemm"]
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
+#: the library's path once this process (or the parent it was forked from) loaded it
+_LOADED: str | None = None
+
+
 def _load() -> str:
     """Load the library for the JIT's symbol lookup; '' on success, else why not."""
+    global _LOADED
     if os.environ.get("ND4PY_BLAS", "") == "numpy":
         return "ND4PY_BLAS=numpy"
+    if _LOADED is not None:
+        # loaded before (a forked child inherits it, and its thread count): loading again
+        # would take the dynamic loader's and LLVM's locks, which a parent thread may have
+        # held at the fork -- a child that did so at the end of a busy CI run never returned
+        return ""
     try:
         import scipy_openblas32
     except ImportError:
@@ -56,6 +66,7 @@ def _load() -> str:
     import llvmlite.binding as llvm
     llvm.load_library_permanently(path)  # symbols visible to Numba's linker
     ctypes.CDLL(path).scipy_openblas_set_num_threads(1)  # the calling thread only
+    _LOADED = path
     return ""
 
 
