@@ -10,7 +10,7 @@ import math
 import numba
 import numpy as np
 
-from ..kernels.fastmath import row_max as row_max_n  # noqa: F401
+from ..kernels.fastmath import row_max as _row_max_n
 from ..kernels.fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_tanh_f32,  # noqa: F401
                        log1p_f32, log_f32, log_sigmoid_f32, sigmoid_f32, softplus_f32, swish_f32,
                        tanh_f32)
@@ -139,7 +139,7 @@ def row_norm_f32(mu, var, eps):
 @_rowjit
 def row_max(row):
     """max(row), -inf for an empty row (float64: exact for float32 rows)."""
-    return np.float64(row_max_n(row, row.size)) if row.size else -np.inf
+    return np.float64(_row_max_n(row, row.size)) if row.size else -np.inf
 
 
 @_rowjit

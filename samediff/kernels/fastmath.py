@@ -70,9 +70,9 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["row_max", "exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "sigmoid_f32",
-           "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32", "gelu_erf_f32",
-           "swish_f32"]
+__all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32",
+           "sigmoid_f32", "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32",
+           "gelu_erf_f32", "swish_f32", "row_max"]
 
 #: LLVM fast-math flags of every generated kernel (and of these functions when called directly):
 #: only "contract", which fuses a*b + c into one FMA (one rounding instead of two; the error

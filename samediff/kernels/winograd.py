@@ -104,10 +104,10 @@ def _filter_transform(w, g, u):
     for c in range(c_n):
         for a in range(6):  # G down the kernel's rows
             for j in range(3):
-                ta = t[a, j]
+                ta, g0, g1, g2 = t[a, j], g[a, 0], g[a, 1], g[a, 2]
                 for o in range(o_n):
-                    ta[o] = (g[a, 0] * np.float64(w[0, j, c, o]) + g[a, 1] * np.float64(w[1, j, c, o])
-                             + g[a, 2] * np.float64(w[2, j, c, o]))
+                    ta[o] = (g0 * np.float64(w[0, j, c, o]) + g1 * np.float64(w[1, j, c, o])
+                             + g2 * np.float64(w[2, j, c, o]))
         for a in range(6):  # G along them
             for b in range(6):
                 ub = u[6 * a + b, c]
@@ -120,12 +120,18 @@ def tiles(oh: int, ow: int) -> tuple[int, int]:
     return -(-oh // 4), -(-ow // 4)
 
 
+def tiles_per_row(ow: int) -> int:
+    """Tiles each row of ``V`` and ``M`` holds: one more than an ``ow``-wide output needs
+    (``run`` says why)."""
+    return tiles(1, ow)[1] + 1
+
+
 def units(n: int, oh: int, ow: int, c_in: int, c_out: int, budget: int) -> np.ndarray:
     """``[(image, first tile row, end tile row)]``: bands of tile rows whose ``V`` and ``M``
     (36 * (C + O) values per tile, ``tw + 1`` tiles per row) hold at most ``budget`` values
     (at least one tile row), of even height within an image."""
-    th, tw = tiles(oh, ow)
-    rows = max(1, min(th, budget // (36 * (c_in + c_out) * (tw + 1))))
+    th, tp = tiles(oh, ow)[0], tiles_per_row(ow)
+    rows = max(1, min(th, budget // (36 * (c_in + c_out) * tp)))
     rows = -(-th // -(-th // rows))
     return np.array([(b, r, min(th, r + rows)) for b in range(n) for r in range(0, th, rows)],
                     np.int64).reshape(-1, 3)
@@ -133,7 +139,7 @@ def units(n: int, oh: int, ow: int, c_in: int, c_out: int, budget: int) -> np.nd
 
 def scratch_size(todo: np.ndarray, ow: int, c_in: int, c_out: int) -> tuple[int, int]:
     """Values of ``V`` and of ``M`` the largest unit of ``todo`` needs."""
-    tp = tiles(1, ow)[1] + 1
+    tp = tiles_per_row(ow)
     t = int((todo[:, 2] - todo[:, 1]).max()) * tp if len(todo) else 0
     return 36 * c_in * t, 36 * c_out * t
 
@@ -153,7 +159,7 @@ def run(x, u, out, pad_t, pad_l, todo, vbuf, mbuf, bias, relu, go):
     4x slower). The extra tile reads the next row's first columns; its outputs are dropped."""
     spin.announce(go)
     c, o = x.shape[1], out.shape[1]
-    tp = (out.shape[3] + 3) // 4 + 1
+    tp = (out.shape[3] + 3) // 4 + 1  # tiles_per_row
     band = 0
     for unit in range(todo.shape[0]):
         band = max(band, todo[unit, 2] - todo[unit, 1])
