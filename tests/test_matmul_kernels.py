@@ -62,14 +62,20 @@ def test_everything_else_is_left_to_numpy(a, b):
     assert M.matmul2d(a, b) is None
 
 
+def _spy(monkeypatch, name: str, record) -> None:
+    """Replace the per-dtype kernel ``M.<name>`` by one whose calls ``record(args)`` sees."""
+    real = getattr(M, name)
+
+    class Spy:
+        def __getitem__(self, dtype):
+            run = real[dtype]
+            return lambda *args: (record(args), run(*args))[1]
+    monkeypatch.setattr(M, name, Spy())
+
+
 def test_the_matmul_op_goes_through_it(monkeypatch):
     calls = []
-    real = M._part
-
-    def counting(*args):
-        calls.append(args[3])
-        return real(*args)
-    monkeypatch.setattr(M, "_part", counting)
+    _spy(monkeypatch, "_part", lambda args: calls.append(args[3]))
     a = RNG.standard_normal((256, 300)).astype(np.float32)
     b = RNG.standard_normal((300, 64)).astype(np.float32)
     got = nd.matmul(nd.create(a), nd.create(b)).numpy()
@@ -121,9 +127,7 @@ def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
     monkeypatch.setattr(M, "MIN_MNK", 1)
     monkeypatch.setattr(M, "SPLIT_MIN_MNK", 1)
     calls = []
-    real = M._slices
-    monkeypatch.setattr(M, "_slices", lambda *args: (calls.append(args[6] - args[5]),
-                                                     real(*args))[1])
+    _spy(monkeypatch, "_slices", lambda args: calls.append(args[6] - args[5]))
     tol = 1e-5 if dtype == np.float32 else 1e-12
     cases = list(_batched_cases(dtype))
     if dtype == np.float64:  # the layouts are float32's: float64 checks the dtype (compiles
@@ -166,9 +170,7 @@ def test_the_matmul_op_and_its_gradients_run_batched(monkeypatch):
     transposes folded into views) run as stacks, and match numpy's."""
     monkeypatch.setattr(M, "MIN_MNK", 1)
     calls = []
-    real = M._slices
-    monkeypatch.setattr(M, "_slices", lambda *args: (calls.append(args[0].shape),
-                                                     real(*args))[1])
+    _spy(monkeypatch, "_slices", lambda args: calls.append(args[0].shape))
     q = RNG.standard_normal((2, 3, 16, 8))
     k = RNG.standard_normal((2, 3, 16, 8))
     got = nd.matmul(nd.create(q), nd.create(k), transpose_y=True).numpy()
@@ -234,8 +236,7 @@ def test_while_numpys_threads_spin_one_thread_is_no_candidate_and_nothing_is_sav
 def test_the_linear_op_goes_through_it(monkeypatch):
     """``linear`` (``x @ w + b``) takes the matmul op's routes, not numpy's GEMM directly."""
     calls = []
-    real = M._part
-    monkeypatch.setattr(M, "_part", lambda *a: (calls.append(1), real(*a))[1])
+    _spy(monkeypatch, "_part", lambda args: calls.append(1))
     monkeypatch.setattr(M, "PRIVATE_MIN_MNK", 1 << 18)
     x = RNG.standard_normal((4, 64, 256)).astype(np.float32)
     w = RNG.standard_normal((256, 64)).astype(np.float32)

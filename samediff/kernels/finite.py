@@ -54,22 +54,21 @@ def _count(bits: Any, mask: Any) -> int:
 @numba.njit(cache=True, nogil=True)
 def _count_f32(a: Any, go: tuple) -> int:
     spin.announce(go)
-    return _count(a.ravel().view(np.uint32), _MASK32)
+    return _count(a.view(np.uint32), _MASK32)
 
 
 @numba.njit(cache=True, nogil=True)
 def _count_f64(a: Any, go: tuple) -> int:
     spin.announce(go)
-    return _count(a.ravel().view(np.uint64), _MASK64)
+    return _count(a.view(np.uint64), _MASK64)
 
 
 _KERNELS = {np.dtype(np.float32): _count_f32, np.dtype(np.float64): _count_f64}
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) the kernel ``key`` names (``("finite", dtype, ndim)``)."""
-    _, dtype, ndim = key
-    _KERNELS[dtype](np.ones((1,) * ndim, dtype), workers.NO_GO)
+    """Compile (or load) the kernel ``key`` names (``("finite", dtype)``)."""
+    _KERNELS[key[1]](np.ones(1, key[1]), workers.NO_GO)
 
 
 def _finite(x: Any) -> bool:
@@ -80,18 +79,17 @@ def _finite(x: Any) -> bool:
         return arr.dtype.kind in "biu" or bool(np.isfinite(arr).all())
     if arr.ndim == 0:  # the loss
         return math.isfinite(arr.item())
-    if not arr.flags.c_contiguous:  # a library op's view (a transpose): the kernels want C order
-        arr = np.ascontiguousarray(arr)
-    split = arr.size >= _PARALLEL
-    if not compiling.ready(("finite", arr.dtype, 1 if split else arr.ndim), _warm):
+    # flat and C-contiguous (a library op's view, a transpose, is copied): the kernels compile
+    # once per dtype, not once per rank and layout
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if not compiling.ready(("finite", arr.dtype), _warm):
         return bool(np.isfinite(arr).all())  # the numpy twin while the kernel compiles
-    if split:  # two halves of the flat array at once: the counts add up
-        flat = arr.reshape(-1)
+    if flat.size >= _PARALLEL:  # two halves of the flat array at once: the counts add up
         parts = workers.halves(flat.size, flat.size, _PARALLEL)
         counts = workers.on_halves(parts,
                                    lambda part, go: kernel(flat[part.start:part.stop], go))
         return sum(counts) == 0
-    return kernel(arr, workers.NO_GO) == 0
+    return kernel(flat, workers.NO_GO) == 0
 
 
 def all_finite(*values: Any) -> bool:

@@ -56,7 +56,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import blas, compiling, routes, spin, split, workers
+from . import blas, compiling, routes, spin, split, variants, workers
 from .routes import Decision
 
 #: multiply-adds (m * n * k) from which the private BLAS takes the product: numpy's OpenBLAS
@@ -75,8 +75,7 @@ PRIVATE_MIN_MNK = 1 << 26
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@numba.njit(nogil=True, cache=True)
-def _part(a, b, out, by_rows, lo, hi, go):
+def _part_py(a, b, out, by_rows, lo, hi, go):
     """Rows (``by_rows``) or columns ``[lo, hi)`` of ``out = a @ b`` (``go``:
     ``workers.both``'s token, announced at once)."""
     spin.announce(go)
@@ -84,6 +83,14 @@ def _part(a, b, out, by_rows, lo, hi, go):
         blas.gemm(a[lo:hi], b, out[lo:hi], 0.0)
     else:
         blas.gemm(a, b[:, lo:hi], out[:, lo:hi], 0.0)
+
+
+_GO = numba.typeof(workers.NO_GO)
+#: one compiled ``_part`` per dtype serves operands of every layout (``variants``): it hands
+#: strides to BLAS. (Specialized per layout it compiled three times in W9's first step.)
+_part = variants.PerDtype(_part_py, lambda dt: (
+    variants.array(dt, 2, True), variants.array(dt, 2, True), variants.array(dt, 2),
+    numba.boolean, numba.int64, numba.int64, _GO))
 
 
 def _blas_operand(x: np.ndarray) -> np.ndarray:
@@ -100,21 +107,16 @@ def _blas_operand(x: np.ndarray) -> np.ndarray:
 
 
 def _layout(x: np.ndarray) -> str:
-    """Numba's array layout of ``x`` (a compiled function specializes on it)."""
+    """Numba's array layout of ``x`` (routes are decided per layout: a transposed operand
+    runs another BLAS kernel)."""
     return "C" if x.flags.c_contiguous else "F" if x.flags.f_contiguous else "A"
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) ``_part`` for the operand dtype and layouts of ``key`` by a 2x2
-    product (``kernels.compiling.ready`` runs it on the compile thread)."""
-    _, dtype, layout_a, layout_b = key
-
-    def operand(layout: str) -> np.ndarray:
-        part = np.ones((2, 4), dtype)[:, :2]  # a column slice: neither C- nor F-contiguous
-        return part if layout == "A" else part.copy().T if layout == "F" else part.copy()
+    """Compile (or load) ``_part`` for the operand dtype of ``key`` (``kernels.compiling.ready``
+    runs it on the compile thread)."""
     if blas.available():
-        _part(operand(layout_a), operand(layout_b), np.empty((2, 2), dtype), True, 0, 2,
-              workers.NO_GO)
+        _part[key[1]]
 
 
 #: the routes of a 2-D product from ``MIN_MNK`` on: ``numpy``, ``private`` (the halves at
@@ -129,11 +131,12 @@ CHOOSER = routes.Chooser("matmul", ("numpy", "private", "in_turn"), env="ND4PY_B
 def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list,
              in_turn: bool = False) -> np.ndarray:
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    part = _part[a.dtype]
     if in_turn:  # the same halves, one after the other here: the same bits as split
         for p in parts:
-            _part(a, b, out, by_rows, p.start, p.stop, workers.NO_GO)
+            part(a, b, out, by_rows, p.start, p.stop, workers.NO_GO)
     else:
-        split.on_halves(parts, lambda p, go: _part(a, b, out, by_rows, p.start, p.stop, go))
+        split.on_halves(parts, lambda p, go: part(a, b, out, by_rows, p.start, p.stop, go))
     return out
 
 
@@ -208,8 +211,8 @@ _ROUTE: dict = {}
 def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     """The route of ``exact`` (remembered unless forced or provisional), or what the caller
     returns now: None (numpy's route while ``_part`` compiles) or a measurement's result."""
-    dtype, m, n, k, layout_a, layout_b = exact
-    if not compiling.ready(("matmul", dtype, layout_a, layout_b), _warm):
+    dtype, m, n, k = exact[:4]
+    if not compiling.ready(("matmul", dtype), _warm):
         return None  # numpy meanwhile: _part compiles on the compile thread
     cls, by_rows, parts = _shape_class(dtype, m, n, k)
     if forced is not None:
@@ -239,8 +242,7 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     return decision.route
 
 
-@numba.njit(nogil=True, cache=True)
-def _slices(a, b, ia, ib, out, lo, hi, go):
+def _slices_py(a, b, ia, ib, out, lo, hi, go):
     """``out[i] = a[ia[i]] @ b[ib[i]]`` for the slices ``i`` in ``[lo, hi)`` (``go``: as
     ``_part``'s): one GEMM each, so a slice's bits do not depend on which half ran it."""
     spin.announce(go)
@@ -248,18 +250,17 @@ def _slices(a, b, ia, ib, out, lo, hi, go):
         blas.gemm(a[ia[i]], b[ib[i]], out[i], 0.0)
 
 
-def _warm_batched(key: tuple) -> None:
-    """Compile (or load) ``_slices`` for the dtype and stack layouts of ``key``."""
-    _, dtype, layout_a, layout_b = key
+_INDEX = variants.array(numba.int64, 1, True)
+#: as ``_part``: one variant per dtype for stacks of every layout
+_slices = variants.PerDtype(_slices_py, lambda dt: (
+    variants.array(dt, 3, True), variants.array(dt, 3, True), _INDEX, _INDEX,
+    variants.array(dt, 3), numba.int64, numba.int64, _GO))
 
-    def operand(layout: str) -> np.ndarray:
-        part = np.ones((1, 2, 4), dtype)[:, :, :2]  # neither C- nor F-contiguous
-        return (part if layout == "A" else np.asfortranarray(part.copy()) if layout == "F"
-                else part.copy())
+
+def _warm_batched(key: tuple) -> None:
+    """Compile (or load) ``_slices`` for the dtype of ``key``."""
     if blas.available():
-        one = np.zeros(1, np.int64)
-        _slices(operand(layout_a), operand(layout_b), one, one, np.empty((1, 2, 2), dtype),
-                0, 1, workers.NO_GO)
+        _slices[key[1]]
 
 
 def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -329,11 +330,12 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     if count == 0:
         return np.empty(batch + (m, n), a.dtype)
     (sa, ia), (sb, ib) = _stack(a, batch), _stack(b, batch)
-    if not compiling.ready(("batched", a.dtype, _layout(sa), _layout(sb)), _warm_batched):
+    if not compiling.ready(("batched", a.dtype), _warm_batched):
         return None  # numpy meanwhile: _slices compiles on the compile thread
     out = np.empty((count, m, n), a.dtype)
     parts = workers.halves(count, count * m * n * k, SPLIT_MIN_MNK)
-    split.on_halves(parts, lambda p, go: _slices(sa, sb, ia, ib, out, p.start, p.stop, go))
+    run = _slices[a.dtype]
+    split.on_halves(parts, lambda p, go: run(sa, sb, ia, ib, out, p.start, p.stop, go))
     return out.reshape(batch + (m, n))
 
 

@@ -166,7 +166,7 @@ class _Helper:
             got = spin.await_claim(flags, _GO, seen, _CLAIM, self.spins, IDLE_YIELD_EVERY)
             if got <= 0:  # the poll ran out: sleep until a new go, then look once
                 self._sleep_until(_GO, -got, _HELPER_ASLEEP, equal=False)
-                got = spin.await_claim(flags, _GO, -got, _CLAIM, 0)
+                got = spin.await_claim(flags, _GO, -got, _CLAIM, 0, 0)  # (one signature)
                 if got <= 0:
                     seen = -got
                     continue
