@@ -295,6 +295,9 @@ def test_unknown_output_name(sd):
         sd.get_variable("nope")
     with pytest.raises(GraphError):
         sd.output({})
+    for wrong in (None, 3):  # not a name: said so, not an AttributeError from the lookup
+        with pytest.raises(GraphError, match="variable names or SDVariables"):
+            sd.output({}, wrong)
 
 
 def test_runtime_shape_error_names_node(sd):
