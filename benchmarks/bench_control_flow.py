@@ -1,6 +1,8 @@
-"""Loops: nd4py's ``fori_loop`` / ``while_loop`` / ``scan`` inside ``@nd.compile`` against
-numpy (a Python loop), ``jax.jit`` of the same ``lax`` loop and PyTorch eager (a Python loop)
-when they are installed — all float64, medians of interleaved rounds, ratios from the same run.
+"""Loops: nd4py's ``fori_loop`` / ``while_loop`` / ``scan`` inside ``@nd.compile`` against numpy
+(a Python loop), ``jax.jit`` of the same ``lax`` loop and PyTorch eager (a Python loop) when
+they are installed — all float64, medians of bursts, each contestant in a process of its own,
+in turn (``timing.compare``; ``--in-process``: interleaved in one process), ratios from the
+same run.
 
 Rows:
 

@@ -316,7 +316,7 @@ def _child(name: str, rows: list, bursts: int) -> None:
 
 
 def main() -> None:
-    parser = comparison_parser(__doc__)
+    parser = comparison_parser(__doc__, processes=False)
     parser.add_argument("--profile", choices=ROWS, help="print where nd4py's time goes on "
                         "this row (its plan and the profiler's per-op table) and stop")
     parser.add_argument("--child", help=argparse.SUPPRESS)

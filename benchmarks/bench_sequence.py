@@ -1,5 +1,6 @@
 """Sequence models: LSTM training step and latency against numpy, PyTorch eager and jax.jit —
-float32, medians of interleaved bursts, ratios from the same run (``timing.interleaved``).
+float32, medians of bursts, each contestant in a process of its own, in turn
+(``timing.compare``; ``--in-process``: interleaved in one process), ratios from the same run.
 
 Rows:
 

@@ -1,6 +1,7 @@
 """Transformers: a pre-LN transformer block forward (W6) and long-sequence attention against
-numpy, PyTorch eager and jax.jit — float32, medians of interleaved bursts, ratios from the same
-run (``timing.interleaved``).
+numpy, PyTorch eager and jax.jit — float32, medians of bursts, each contestant in a process of
+its own, in turn (``timing.compare``; ``--in-process``: interleaved in one process), ratios
+from the same run.
 
 Rows:
 

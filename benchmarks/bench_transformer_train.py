@@ -1,6 +1,7 @@
-"""W9: a pre-LN transformer block's training step (forward, backward, SGD) against numpy by
-hand, PyTorch eager and jax.jit — float32, medians of interleaved bursts, ratios from the same
-run (``timing.interleaved``).
+"""W9: a pre-LN transformer block's training step (forward, backward, SGD) against numpy by hand,
+PyTorch eager and jax.jit — float32, medians of bursts, each contestant in a process of its
+own, in turn (``timing.compare``; ``--in-process``: interleaved in one process), ratios from
+the same run.
 
 The block is ``benchmarks/workloads.py``'s W9 (batch 8, seq 128, d 256, 4 heads, a tanh-GELU
 MLP of 4 d, mean squared error against a target, SGD at 0.01). One timed call runs ``STEPS``

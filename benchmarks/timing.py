@@ -81,17 +81,19 @@ def child_samples(rows: dict, bursts: int, burst: int) -> dict:
     return samples
 
 
-def alternating_processes(command: list, names: list, rows: list, rounds: int,
+def alternating_processes(command: list, names: list, rows: list | None, rounds: int,
                           busy: bool = False) -> dict:
     """``interleaved``'s result, each contestant timed in a process of its own: per round, one
     process per contestant in rotating order runs ``command + ["--child", name]``, which
-    prints ``child_samples``' JSON; a round's time is that process's median per row. No
-    contestant's thread pool (spinning after its calls) then runs next to another's -- in one
-    process ONNX Runtime's spinning intra-op threads and nd4py's helper slowed each other
-    (``bench_onnx``)."""
+    prints ``child_samples``' JSON on its last line (or ``{"missing": reason}`` when the
+    contestant's library is not installed: it is dropped); a round's time is that process's
+    median per row (``rows`` None: the first child's rows). No contestant's thread pool
+    (spinning after its calls) then runs next to another's -- in one process ONNX Runtime's
+    spinning intra-op threads and nd4py's helper slowed each other (``bench_onnx``)."""
     import json
     import subprocess
-    samples: dict = {c: {r: [] for r in rows} for c in names}
+    names = list(names)
+    samples: dict = {c: {} for c in names}
     with busy_core(busy):
         for k in range(rounds):
             for c in names[k % len(names):] + names[:k % len(names)]:
@@ -99,9 +101,14 @@ def alternating_processes(command: list, names: list, rows: list, rounds: int,
                 if done.returncode:
                     raise RuntimeError(f"{c}'s process failed:\n{done.stderr[-3000:]}")
                 got = json.loads(done.stdout.strip().splitlines()[-1])
+                if "missing" in got:
+                    samples.pop(c)
+                    continue
+                rows = list(got) if rows is None else rows
                 for r in rows:
-                    samples[c][r].append(statistics.median(got[r]))
-    return _ratios(samples, rows)
+                    samples[c].setdefault(r, []).append(statistics.median(got[r]))
+            names = [c for c in names if c in samples]
+    return _ratios(samples, rows or [])
 
 
 def interleaved(contestants: dict, rounds: int, burst: int = 5, busy: bool = False) -> dict:
@@ -141,31 +148,57 @@ def print_ratios(result: dict, names: list[str], busy: bool = False, width: int 
               + "".join(f"{e['vs_' + c]:>10.2f}x" for c in names[1:]))
 
 
-def comparison_parser(doc: str):
-    """The usual options of a ``compare`` script: ``--json``, ``--quick``, ``--busy`` (add
-    a script's own, then ``parse_args()``)."""
+def comparison_parser(doc: str, processes: bool = True):
+    """The usual options of a ``compare`` script: ``--json``, ``--quick``, ``--busy`` and,
+    when it times in processes of their own (``processes``), ``--in-process`` (add a
+    script's own, then ``parse_args()``)."""
     import argparse
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--busy", action="store_true", help="spin another process on a core")
+    if not processes:
+        return parser
+    parser.add_argument("--in-process", action="store_true",
+                        help="time every contestant in this process, interleaved burst by "
+                        "burst (the default: each in a process of its own, in turn)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--bursts", type=int, default=3, help=argparse.SUPPRESS)
     return parser
 
 
 def compare(makers: dict, args, rounds: int, burst: int = 5) -> dict:
     """The usual comparison run: ``makers`` maps a contestant's name to a function building
     its ``{row: fn}`` (None: not installed, skipped); ``args`` has ``json``, ``quick``
-    (3 rounds instead of ``rounds``) and ``busy``. Prints the table (or JSON); returns the
-    result of ``interleaved``."""
+    (3 rounds instead of ``rounds``), ``busy`` and ``in_process``. By default each round runs
+    every contestant in a process of its own, in rotating order (``alternating_processes``:
+    the script itself with ``--child NAME``, which builds that contestant's rows and times
+    ``--bursts`` bursts of ``burst`` calls per row); with ``--in-process`` all of them run
+    here, interleaved burst by burst (``interleaved``: faster, but one library's spinning
+    thread pool then slows the next one's calls). Prints the table (or JSON); returns the
+    result; a child prints its samples and exits."""
     import json
-    contestants = {}
-    for name, make in makers.items():
-        rows = make()
-        if rows is not None:
-            contestants[name] = rows
-    result = interleaved(contestants, 3 if args.quick else rounds, burst, args.busy)
+    import sys
+    if args.child:  # one contestant's own process
+        rows = makers[args.child]()
+        print(json.dumps({"missing": "not installed"} if rows is None
+                         else child_samples(rows, args.bursts, burst)))
+        raise SystemExit(0)
+    n = 3 if args.quick else rounds
+    if args.in_process:
+        contestants = {}
+        for name, make in makers.items():
+            rows = make()
+            if rows is not None:
+                contestants[name] = rows
+        result = interleaved(contestants, n, burst, args.busy)
+        names = list(contestants)
+    else:
+        command = [sys.executable, sys.argv[0], "--bursts", str(args.bursts)]
+        result = alternating_processes(command, list(makers), None, n, args.busy)
+        names = [c for c in makers if any(f"{c}_ms" in e for e in result.values())]
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print_ratios(result, list(contestants), args.busy)
+        print_ratios(result, names, args.busy)
     return result

@@ -354,7 +354,7 @@ def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--reference-worker":
         reference_worker(*sys.argv[2:])
         return
-    parser = comparison_parser(__doc__)
+    parser = comparison_parser(__doc__, processes=False)
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated model names (default: all)")
     parser.add_argument("--keep", metavar="DIR", help="export the models into DIR and keep them")

@@ -219,7 +219,7 @@ def test_while_numpys_threads_spin_one_thread_is_no_candidate_and_nothing_is_sav
         seen.append((sorted(runs), unsettled))
         return real(cls, runs, shape, unsettled)
     monkeypatch.setattr(M.CHOOSER, "measure", spy)
-    a = RNG.standard_normal((512, 256)).astype(np.float32)
+    a = RNG.standard_normal((256, 256)).astype(np.float32)  # below PRIVATE_MIN_MNK
     b = RNG.standard_normal((256, 256)).astype(np.float32)
     monkeypatch.setattr(M, "_numpy_woke", float("-inf"))
     M.matmul2d(a, b)  # quiet: all three routes

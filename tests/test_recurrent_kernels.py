@@ -64,8 +64,13 @@ CASES = [
 
 
 @pytest.mark.heavy(seconds=6)
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "halves"])
 @pytest.mark.parametrize("inputs, attrs", CASES)
-def test_compiled_loops_equal_the_numpy_route(inputs, attrs, monkeypatch):
+def test_compiled_loops_equal_the_numpy_route(inputs, attrs, split, monkeypatch):
+    """Also with the batch in two halves, one per thread (``SPLIT_MIN_WORK``): each half runs
+    its examples through every step, per-example lengths included."""
+    from samediff.kernels import recurrent as kernels
+    monkeypatch.setattr(kernels, "SPLIT_MIN_WORK", 0 if split else 1 << 62)
     want_outs, want_grads = run(inputs, attrs, 10**9, monkeypatch)  # numpy route
     got_outs, got_grads = run(inputs, attrs, 1, monkeypatch)        # compiled loops
     for got, want in zip((*got_outs, *got_grads), (*want_outs, *want_grads)):
@@ -108,8 +113,8 @@ def test_gradients_read_the_forward_workspace_instead_of_running_the_layer_again
         ((y * y).sum() + h.sum()).mark_as_loss()
         return sd, sd.calculate_gradients({}, "x", "W", "R")
     calls = []
-    real = kernels.lstm_forward
-    monkeypatch.setattr(kernels, "lstm_forward", lambda *a: calls.append(a[-1]) or real(*a))
+    real = kernels.forward
+    monkeypatch.setattr(kernels, "forward", lambda *a: calls.append(a[-1]) or real(*a))
     sd, got = gradients(1)
     assert calls == [True, True]  # one forward per direction, keeping its tape; no rerun
     # (the SameDiff adopts the gradient graph, ND4J's way: its layer now keeps the workspace,

@@ -65,12 +65,16 @@ MIN_MNK = 1 << 18
 #: multiply-adds from which the rows go to two threads (as ``kernels.cnn.SPLIT_MIN_MACS``)
 SPLIT_MIN_MNK = 1 << 20
 #: multiply-adds from which a 2-D product takes the private split unmeasured, as batched ones
-#: do: each half is then >= 0.15 ms of GEMM, so the split parallelizes as well as numpy's
-#: threads (4096x256x256: 3.2 vs 3.2 ms alone), and numpy's pool, which spins after each
-#: call, would take the helper's core from the plan's next split kernels -- a cost the
+#: do: each half is then >= 0.08 ms of GEMM, so the split parallelizes about as well as
+#: numpy's threads (4096x256x256: 3.2 vs 3.2 ms alone), and numpy's pool, which spins after
+#: each call, would take the helper's core from the plan's next split kernels -- a cost the
 #: product's own timing cannot see. The ONNX encoder at batch 32 (``bench_onnx``): 93-149 ms
-#: with every product private, 150 with numpy's, 188-194 with the measured mix.
-PRIVATE_MIN_MNK = 1 << 26
+#: with every product private, 150 with numpy's, 188-194 with the measured mix. From 2^25,
+#: not 2^26: the LSTM training step (W8) measured numpy's route faster for its input
+#: gradient (1024x64x512: 0.42 vs 0.58 ms alone), and its pool then slowed the split time
+#: loops of the layer and of its gradient 1.7-1.9x (5.3-5.9 / 10.7-12 ms against 2.8-3.0 /
+#: 5.8-6.3 all-private). W3's products (2^24.6) stay measured: numpy's is ~1.4x faster there.
+PRIVATE_MIN_MNK = 1 << 25
 
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 

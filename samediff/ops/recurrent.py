@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import GradientError, OpError
-from ..kernels import forksafe
+from ..kernels import forksafe, lazy
 from .call import op
 from .cnn_attrs import choice
 from .families import Attr
@@ -55,6 +55,10 @@ DIRECTIONS = ("fwd", "bwd", "bidir_sum", "bidir_concat", "bidir_extra_dim")
 #: batch x hidden below which an LSTM runs its numpy route rather than the compiled loops
 #: (a tiny layer should not wait for a compile; the table's samples stay below it)
 KERNEL_MIN_WORK = 64
+#: the whole-sequence products (input projection, weight gradients, ``dx``) on the matmul op's
+#: routes: numpy's threaded GEMM would wake OpenBLAS's pool, whose spinning takes the core of
+#: the time loops' second half
+M = lazy("matmul")
 #: gate order -> the permutation of its gate blocks into the cell's canonical order, and of
 #: the LSTM's peepholes (canonical i, f, o)
 GATE_ORDERS = {
@@ -271,11 +275,11 @@ class _Direction:
         if gate_major:
             gates = self.cell.gates
             w = self.W.reshape(n_in, gates, -1).transpose(1, 0, 2)
-            zx = np.matmul(flat, w).reshape(gates, steps, batch, -1)
+            zx = M.matmul(flat, w).reshape(gates, steps, batch, -1)
             if self.b_in is not None:
                 zx += self.b_in.reshape(gates, 1, 1, -1)
             return zx[:, order[0], order[1]] if order is not None else zx
-        zx = (flat @ self.W).reshape(steps, batch, -1)
+        zx = M.matmul(flat, self.W).reshape(steps, batch, -1)
         if self.b_in is not None:
             zx += self.b_in
         return zx[order] if order is not None else zx
@@ -352,7 +356,7 @@ class _Direction:
 
     def _run_compiled(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool,
                       workspace: np.ndarray | None) -> tuple:
-        from ..kernels.recurrent import lstm_forward
+        from ..kernels.recurrent import forward
         gates, steps, batch, hidden = zx.shape
         dt = zx.dtype
         if workspace is not None:
@@ -367,26 +371,27 @@ class _Direction:
         tape.hs[0], tape.cs[0] = self.initial(batch, dt)
         ys = np.empty((steps, batch, hidden), dt)
         R, peep, clip = self._kernel_args(batch)
-        lstm_forward(np.ascontiguousarray(zx), R, peep, self._lengths(lengths), clip, tape.hs,
-                     tape.cs, ys, np.empty((gates, batch, hidden), dt), tape.post, tape.raw,
-                     tape.oc, keep or workspace is not None)
+        forward(np.ascontiguousarray(zx), R, peep, self._lengths(lengths), clip, tape.hs,
+                tape.cs, ys, np.empty((gates, batch, hidden), dt), tape.post, tape.raw,
+                tape.oc, keep or workspace is not None)
         return ys, (tape.hs[steps], tape.cs[steps]), (tape if keep else None)
 
     def _back_compiled(self, dys: np.ndarray, d_last: tuple, lengths: np.ndarray | None,
                        tape: "_KernelTape") -> tuple[np.ndarray, tuple, Grads]:
-        from ..kernels.recurrent import lstm_backward
+        from ..kernels.recurrent import backward
         steps, batch, hidden = dys.shape
         dt = dys.dtype
         R, peep, clip = self._kernel_args(batch)
         dh, dc = (np.array(g, dt, copy=True, order="C") for g in d_last)
         dz = np.empty((4, steps, batch, hidden), dt)
         dpeep = np.zeros_like(peep)
-        lstm_backward(np.ascontiguousarray(dys), dh, dc, R, peep, self._lengths(lengths), clip,
-                      tape.hs, tape.cs, tape.post, tape.raw, tape.oc, dz, dpeep,
-                      np.empty((batch, hidden), dt), np.empty((2, batch, hidden), dt))
+        backward(np.ascontiguousarray(dys), dh, dc, R, peep, self._lengths(lengths), clip,
+                 tape.hs, tape.cs, tape.post, tape.raw, tape.oc, dz, dpeep,
+                 np.empty((batch, hidden), dt), np.empty((2, batch, hidden), dt))
         dzx = dz.transpose(1, 2, 0, 3).reshape(steps, batch, 4 * hidden)
         acc = Grads(self.w)
-        acc.R = tape.hs[:steps].reshape(steps * batch, hidden).T @ dzx.reshape(steps * batch, -1)
+        acc.R = M.matmul(tape.hs[:steps].reshape(steps * batch, hidden).T,
+                         dzx.reshape(steps * batch, -1))
         if acc.peephole is not None:
             acc.peephole = dpeep.reshape(3, batch, hidden).sum(1)
         return dzx, (dh, dc), acc
@@ -527,9 +532,9 @@ def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
         if order is not None:
             dzx = dzx[order]
         flat = dzx.reshape(steps * batch, -1)
-        dx += (flat @ direction.W.T).reshape(steps, batch, n_in)
+        dx += M.matmul(flat, direction.W.T).reshape(steps, batch, n_in)
         perm, peep_perm = direction.perm, direction.peep_perm
-        out["W"].append(_blocks(x2d.T @ flat, perm, True))
+        out["W"].append(_blocks(M.matmul(x2d.T, flat), perm, True))
         out["R"].append(_blocks(acc.R, perm, True))
         db = _blocks(flat.sum(0), perm, True)
         if direction.split_bias:
