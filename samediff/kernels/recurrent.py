@@ -7,7 +7,13 @@ compiled function loops over the steps: per step one single-threaded GEMM on the
 pass over ``[batch, hidden]`` for the gates, cell and output. The backward loop is the same
 shape: a fused pass giving the step's gate gradients, then one GEMM with ``R^T`` for the
 gradient of the previous hidden state. The weight gradients (``x^T dZ``, ``h^T dZ``) are one
-large GEMM each over all steps, left to numpy (multi-threaded) by the caller.
+large GEMM each over all steps, on the matmul op's routes (``ops/recurrent.py``).
+
+Examples never meet in a recurrence, so ``forward``/``backward`` run a big enough batch as two
+halves of examples, one per thread (``workers``), each through every step: one hand-off per
+direction, not one per step. W8's layer (T 32, batch 32, hidden 128): forward loop 2.2-3.0
+-> 1.8 ms, backward 2.9-3.1 -> 2.6 ms (one half alone: 1.1-1.5 / 1.7-2.0 ms; per-step GEMMs
+of 16 rows run at 25-45 GFLOP/s, and two at once share the caches).
 
 float32 only, with LSTM's default activations (sigmoid gates, tanh cell and output), computed
 with ``fastmath``'s vectorizable ``sigmoid_f32``/``tanh_f32`` (a few float32 ulps of
