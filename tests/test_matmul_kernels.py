@@ -219,7 +219,7 @@ def test_while_numpys_threads_spin_one_thread_is_no_candidate_and_nothing_is_sav
         seen.append((sorted(runs), unsettled))
         return real(cls, runs, shape, unsettled)
     monkeypatch.setattr(M.CHOOSER, "measure", spy)
-    a = RNG.standard_normal((256, 256)).astype(np.float32)  # below PRIVATE_MIN_MNK
+    a = RNG.standard_normal((512, 256)).astype(np.float32)
     b = RNG.standard_normal((256, 256)).astype(np.float32)
     monkeypatch.setattr(M, "_numpy_woke", float("-inf"))
     M.matmul2d(a, b)  # quiet: all three routes
@@ -244,3 +244,21 @@ def test_the_linear_op_goes_through_it(monkeypatch):
     got = nd.nn.linear(nd.create(x), nd.create(w), nd.create(b)).numpy()
     np.testing.assert_allclose(got, x.astype(np.float64) @ w + b, rtol=1e-4, atol=1e-3)
     assert calls
+
+
+def test_a_caller_whose_split_kernels_follow_keeps_numpys_pool_asleep(monkeypatch):
+    """``keep_numpy_asleep`` (the LSTM layer's products): the private split, unmeasured, for a
+    product whose class would be measured (and might choose numpy's threads)."""
+    monkeypatch.delenv("ND4PY_BLAS", raising=False)
+    monkeypatch.setattr(M, "_ROUTE", {})
+    monkeypatch.setattr(M.CHOOSER, "_memory", {})
+    monkeypatch.setattr(M.CHOOSER, "persist", False)
+    monkeypatch.setattr(M.CHOOSER, "measure", lambda *a, **k: pytest.fail("measured"))
+    calls = []
+    _spy(monkeypatch, "_part", lambda args: calls.append(1))
+    a = RNG.standard_normal((512, 256)).astype(np.float32)
+    b = RNG.standard_normal((256, 256)).astype(np.float32)
+    assert 512 * 256 * 256 < M.PRIVATE_MIN_MNK
+    got = M.matmul(a, b, keep_numpy_asleep=True)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert len(calls) == 2 and not M._ROUTE  # two halves; no route decided for the class

@@ -65,16 +65,16 @@ MIN_MNK = 1 << 18
 #: multiply-adds from which the rows go to two threads (as ``kernels.cnn.SPLIT_MIN_MACS``)
 SPLIT_MIN_MNK = 1 << 20
 #: multiply-adds from which a 2-D product takes the private split unmeasured, as batched ones
-#: do: each half is then >= 0.08 ms of GEMM, so the split parallelizes about as well as
-#: numpy's threads (4096x256x256: 3.2 vs 3.2 ms alone), and numpy's pool, which spins after
+#: do: each half is then >= 0.15 ms of GEMM, so the split parallelizes as well as numpy's
+#: threads (4096x256x256: 3.2 vs 3.2 ms alone), and numpy's pool, which spins after
 #: each call, would take the helper's core from the plan's next split kernels -- a cost the
 #: product's own timing cannot see. The ONNX encoder at batch 32 (``bench_onnx``): 93-149 ms
-#: with every product private, 150 with numpy's, 188-194 with the measured mix. From 2^25,
-#: not 2^26: the LSTM training step (W8) measured numpy's route faster for its input
-#: gradient (1024x64x512: 0.42 vs 0.58 ms alone), and its pool then slowed the split time
-#: loops of the layer and of its gradient 1.7-1.9x (5.3-5.9 / 10.7-12 ms against 2.8-3.0 /
-#: 5.8-6.3 all-private). W3's products (2^24.6) stay measured: numpy's is ~1.4x faster there.
-PRIVATE_MIN_MNK = 1 << 25
+#: with every product private, 150 with numpy's, 188-194 with the measured mix. (2^25 made the
+#: ONNX encoder at batch 1 1.18x slower: its 128x256x1024 products run faster on numpy's
+#: threads, and nothing long runs split after them. A caller whose own split kernels follow
+#: passes ``keep_numpy_asleep`` instead: the LSTM layer, whose time loops ran 1.7-1.9x slower
+#: next to numpy's spinning pool.)
+PRIVATE_MIN_MNK = 1 << 26
 
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -153,14 +153,18 @@ def _shape_class(dtype: np.dtype, m: int, n: int, k: int) -> tuple[str, bool, li
     return cls, by_rows, parts
 
 
-def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+def matmul2d(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> np.ndarray | None:
     """``a @ b`` for 2-D float32/float64 operands of one dtype, ``MIN_MNK`` multiply-adds or
     more, on the route chosen for its shape class (see the module docstring): on the private
     BLAS (from ``SPLIT_MIN_MNK`` in two halves, of the rows of ``a`` or the columns of ``b``,
     whichever is bigger: each half packs all of the other), or numpy's result when the
     measurement that chose numpy has just computed it; None when numpy should take it (other
     shapes, dtypes, sizes, the chosen route, the private kernel still compiling, or no private
-    BLAS here)."""
+    BLAS here).
+
+    ``keep_numpy_asleep``: the caller runs long split kernels right after (the LSTM's time
+    loops), which numpy's pool, spinning for ~0.13 s after a product, would slow down: the
+    private split then takes the product unmeasured (unless ``ND4PY_BLAS`` forces a route)."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _REALS:
         return None
     (m, k), n = a.shape, b.shape[1]
@@ -171,6 +175,10 @@ def matmul2d(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return _woke_numpy()
     pa, pb = _blas_operand(a), _blas_operand(b)
     exact = (a.dtype, m, n, k, _layout(pa), _layout(pb))
+    if keep_numpy_asleep and forced is None and compiling.ready(("matmul", a.dtype), _warm):
+        by_rows = m * k >= k * n
+        return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
+                                                        SPLIT_MIN_MNK))
     route = None if forced is not None else _ROUTE.get(exact)
     if route is None:
         route = _decide(a, b, pa, pb, exact, forced)
@@ -343,15 +351,18 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return out.reshape(batch + (m, n))
 
 
-def routed(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+def routed(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> np.ndarray | None:
     """``a @ b`` on the private BLAS when its route takes it (``matmul2d``, ``batched``),
     else None: numpy's ``matmul`` should compute it."""
-    return matmul2d(a, b) if a.ndim == 2 and b.ndim == 2 else batched(a, b)
+    if a.ndim == 2 and b.ndim == 2:
+        return matmul2d(a, b, keep_numpy_asleep)
+    return batched(a, b)  # (never wakes numpy's pool from MIN_MNK on)
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` (numpy ``matmul`` semantics) on the route ``routed`` picks, else numpy's."""
-    out = routed(a, b)
+def matmul(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> np.ndarray:
+    """``a @ b`` (numpy ``matmul`` semantics) on the route ``routed`` picks, else numpy's;
+    ``keep_numpy_asleep``: see ``matmul2d``."""
+    out = routed(a, b, keep_numpy_asleep)
     return np.matmul(a, b) if out is None else out
 
 

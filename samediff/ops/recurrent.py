@@ -55,9 +55,10 @@ DIRECTIONS = ("fwd", "bwd", "bidir_sum", "bidir_concat", "bidir_extra_dim")
 #: batch x hidden below which an LSTM runs its numpy route rather than the compiled loops
 #: (a tiny layer should not wait for a compile; the table's samples stay below it)
 KERNEL_MIN_WORK = 64
-#: the whole-sequence products (input projection, weight gradients, ``dx``) on the matmul op's
-#: routes: numpy's threaded GEMM would wake OpenBLAS's pool, whose spinning takes the core of
-#: the time loops' second half
+#: the compiled loops' whole-sequence products (input projection, weight gradients, ``dx``)
+#: on the private BLAS (``keep_numpy_asleep``): numpy's threaded GEMM would wake OpenBLAS's
+#: pool, whose spinning takes the core of the loops' second half -- this layer's next step,
+#: or another layer's (W8's loops ran 1.7-1.9x slower)
 M = lazy("matmul")
 #: gate order -> the permutation of its gate blocks into the cell's canonical order, and of
 #: the LSTM's peepholes (canonical i, f, o)
@@ -275,7 +276,7 @@ class _Direction:
         if gate_major:
             gates = self.cell.gates
             w = self.W.reshape(n_in, gates, -1).transpose(1, 0, 2)
-            zx = M.matmul(flat, w).reshape(gates, steps, batch, -1)
+            zx = M.matmul(flat, w).reshape(gates, steps, batch, -1)  # (never numpy's pool)
             if self.b_in is not None:
                 zx += self.b_in.reshape(gates, 1, 1, -1)
             return zx[:, order[0], order[1]] if order is not None else zx
@@ -391,7 +392,8 @@ class _Direction:
         dzx = dz.transpose(1, 2, 0, 3).reshape(steps, batch, 4 * hidden)
         acc = Grads(self.w)
         acc.R = M.matmul(tape.hs[:steps].reshape(steps * batch, hidden).T,
-                         dzx.reshape(steps * batch, -1))
+                         dzx.reshape(steps * batch, -1),
+                         keep_numpy_asleep=True)
         if acc.peephole is not None:
             acc.peephole = dpeep.reshape(3, batch, hidden).sum(1)
         return dzx, (dh, dc), acc
@@ -532,9 +534,10 @@ def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
         if order is not None:
             dzx = dzx[order]
         flat = dzx.reshape(steps * batch, -1)
-        dx += M.matmul(flat, direction.W.T).reshape(steps, batch, n_in)
+        asleep = isinstance(tape, _KernelTape)  # (the compiled loops: see ``M``)
+        dx += M.matmul(flat, direction.W.T, keep_numpy_asleep=asleep).reshape(steps, batch, n_in)
         perm, peep_perm = direction.perm, direction.peep_perm
-        out["W"].append(_blocks(M.matmul(x2d.T, flat), perm, True))
+        out["W"].append(_blocks(M.matmul(x2d.T, flat, keep_numpy_asleep=asleep), perm, True))
         out["R"].append(_blocks(acc.R, perm, True))
         db = _blocks(flat.sum(0), perm, True)
         if direction.split_bias:
