@@ -23,6 +23,7 @@ call with other types is a ``TypeError`` naming the types, never a silent recomp
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable
 
@@ -45,6 +46,11 @@ class PerDtype:
         self._by_dtype: dict = {}
         self._lock = threading.Lock()
         self.__doc__ = py_func.__doc__
+        # a fork while another thread builds would leave the child's lock held for good
+        os.register_at_fork(after_in_child=self._new_lock)
+
+    def _new_lock(self) -> None:
+        self._lock = threading.Lock()
 
     def __getitem__(self, dtype: np.dtype) -> Any:
         """The dispatcher for ``dtype`` (compiled, or loaded from the disk cache, once)."""
