@@ -206,3 +206,13 @@ def test_nd4j_attention_forms_differentiate_through_the_blocked_op_in_float32(op
         assert ("scaled_dot_product_attention_grad" in used) == (dtype == np.float32)
     for g32, g64 in zip(grads[np.float32], grads[np.float64]):
         np.testing.assert_allclose(g32, g64, rtol=2e-3, atol=2e-3 * np.abs(g64).max())
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (7, 3), (8, 8), (13, 9), (9, 17), (0, 5), (64, 12)])
+def test_the_scaled_transpose_handles_ragged_tiles(n, m):
+    """``k^T * scale`` in whole 8 x 8 tiles, then the ragged edges: every element once."""
+    from samediff.kernels.attention import _transpose_scaled
+    src = f32(n, m)
+    dst = np.full((m, n), np.nan, np.float32)
+    _transpose_scaled(src, np.float32(0.5), dst)
+    np.testing.assert_array_equal(dst, (src * np.float32(0.5)).T)
