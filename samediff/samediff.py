@@ -440,8 +440,7 @@ class SameDiff(ControlFlowMethods, OnnxMethods, DistributedMethods):
         names = [o.name if isinstance(o, SDVariable) else o for o in outputs]
         for n in names:
             if not isinstance(n, str):
-                raise GraphError(f"output: outputs are variable names or SDVariables, got "
-                                 f"{type(n).__name__} {n!r} (all of them: {names!r})")
+                raise GraphError(f"output: outputs are variable names or SDVariables, got {n!r}")
             if n not in self.graph.vars:
                 raise self.graph.unknown_output(n)
         self.last_plan, results = run_graph(self.graph, placeholders or {}, names,
