@@ -144,11 +144,16 @@ def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list,
     return out
 
 
-def _shape_class(dtype: np.dtype, m: int, n: int, k: int) -> tuple[str, bool, list]:
-    """(the route class, split by rows, the halves) of an ``m x k @ k x n`` product."""
+def _halves(m: int, n: int, k: int) -> tuple[bool, list]:
+    """(split by rows, the halves) of an ``m x k @ k x n`` product on the private split."""
     # each half packs the whole of the operand it does not split: split the bigger one
     by_rows = m * k >= k * n
-    parts = workers.halves(m if by_rows else n, m * n * k, SPLIT_MIN_MNK)
+    return by_rows, workers.halves(m if by_rows else n, m * n * k, SPLIT_MIN_MNK)
+
+
+def _shape_class(dtype: np.dtype, m: int, n: int, k: int) -> tuple[str, bool, list]:
+    """(the route class, split by rows, the halves) of an ``m x k @ k x n`` product."""
+    by_rows, parts = _halves(m, n, k)
     cls = routes.size_class(dtype, m=m, n=n, k=k) + (" split" if len(parts) == 2 else "")
     return cls, by_rows, parts
 
@@ -176,9 +181,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> n
     pa, pb = _blas_operand(a), _blas_operand(b)
     exact = (a.dtype, m, n, k, _layout(pa), _layout(pb))
     if keep_numpy_asleep and forced is None and compiling.ready(("matmul", a.dtype), _warm):
-        by_rows = m * k >= k * n
-        return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
-                                                        SPLIT_MIN_MNK))
+        return _private(pa, pb, *_halves(m, n, k))
     route = None if forced is not None else _ROUTE.get(exact)
     if route is None:
         route = _decide(a, b, pa, pb, exact, forced)
@@ -188,9 +191,7 @@ def matmul2d(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> n
             return route  # a measured result
     if route == "numpy":
         return _woke_numpy()
-    by_rows = m * k >= k * n
-    return _private(pa, pb, by_rows, workers.halves(m if by_rows else n, m * n * k,
-                                                    SPLIT_MIN_MNK), route == "in_turn")
+    return _private(pa, pb, *_halves(m, n, k), route == "in_turn")
 
 
 #: seconds numpy's OpenBLAS threads keep spinning on the cores after a product that woke them
