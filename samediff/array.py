@@ -293,7 +293,8 @@ class NDArray(OpSurface):
                                 f"{dst.dtype} array in place (numpy's same_kind rule for out=); "
                                 f"use {op.name}() or cast first")
         if not dst.flags.writeable:
-            return OpError(f"{op.name}i: the target array is read-only (a broadcast view, or a "
+            return OpError(f"{op.name}i: the target array is read-only (a SameDiff CONSTANT's "
+                           f"value -- replace it with set_array --, a broadcast view, or a "
                            f"buffer numpy marked read-only); copy it with dup() first")
         return explain_failure(op, vals, rec, failure)
 

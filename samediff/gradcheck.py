@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .kernels import frozen
 from .samediff import SameDiff, VariableType
 from .ops import TensorType
 
@@ -107,6 +108,7 @@ def check_gradients(sd: SameDiff, placeholders: Mapping[str, Any] | None = None,
         info = g.graph.var(name)
         is_feed = info.vtype is VariableType.PLACEHOLDER
         base = feeds[name] if is_feed else info.value
+        frozen.thaw(base)  # (a CONSTANT of this private copy: perturbed in place below)
         flat = base.reshape(-1)  # a view: perturbations write into the graph's own value
         indices = np.arange(flat.size)
         if max_per_variable is not None and flat.size > max_per_variable:

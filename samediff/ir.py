@@ -36,6 +36,7 @@ import numpy as np
 
 from .errors import (GraphError, NdDTypeError, NdError, OpError, UnknownOpError,
                      UnknownVariableError)
+from .kernels import frozen
 from .ops import REGISTRY, OpDef, TensorType
 from .ops.registry import Attr, encode_attr
 
@@ -81,6 +82,20 @@ class Var:
     ttype: TensorType
     value: np.ndarray | None = None
     producer: Node | None = None
+
+    def __setattr__(self, field: str, new: Any) -> None:
+        """A CONSTANT's value is frozen (``kernels.frozen``: kernels may keep what they derive
+        from it, as onnxruntime prepacks initializers): nothing writes it in place --
+        ``get_arr`` hands out a read-only view, ``set_array`` replaces it. A CONSTANT turned
+        VARIABLE (trained in place) is thawed."""
+        if field == "vtype" and new is not VariableType.CONSTANT \
+                and getattr(self, "vtype", None) is VariableType.CONSTANT \
+                and isinstance(self.value, np.ndarray):
+            frozen.thaw(self.value)
+        object.__setattr__(self, field, new)
+        if getattr(self, "vtype", None) is VariableType.CONSTANT and field in ("vtype", "value") \
+                and isinstance(getattr(self, "value", None), np.ndarray):
+            frozen.freeze(self.value)
 
 
 class Graph:

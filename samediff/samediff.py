@@ -118,9 +118,12 @@ class SDVariable(GraphValue):
     getVariableType = get_variable_type
 
     def get_arr(self, enforce_existence: bool = False) -> NDArray | None:
-        """Current value of a VARIABLE/CONSTANT (live, not a copy), or the array set on a
-        placeholder with ``set_array``; None otherwise — or, ND4J's ``getArr(true)``, an error."""
+        """Current value of a VARIABLE/CONSTANT (live, not a copy; a CONSTANT's read-only),
+        or the array set on a placeholder; None otherwise — or (``getArr(true)``) an error."""
         value = self._info.value
+        if value is not None and self._info.vtype is VariableType.CONSTANT:
+            value = value.view()
+            value.flags.writeable = False
         if value is None:
             value = self.sd._placeholder_arrays.get(self._name)
         if value is None and self.sd._executed and self._info.vtype is VariableType.ARRAY:

@@ -11,7 +11,7 @@ KERNELS = pathlib.Path(__file__).resolve().parent.parent / "samediff" / "kernels
 #: modules of the layer that import cheaply (no Numba): ``import nd4py`` may load these only
 LIGHT = {"samediff.kernels", "samediff.kernels.forksafe", "samediff.kernels.geometry",
          "samediff.kernels.compiling", "samediff.kernels.routes",
-         "samediff.kernels.process"}
+         "samediff.kernels.process", "samediff.kernels.frozen"}
 
 _PROBE = """
 import sys

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import interpreter
+from ..kernels import frozen
 
 
 @dataclass
@@ -54,7 +55,7 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
             t = exact_types[inputs[0]]  # the value depends on the input's (exact) type only
             values = {inputs[0]: np.empty(t.shape, t.dtype)}
             interpreter.run_nodes((node,), values)
-            out.constants[node.outputs[0]] = values[node.outputs[0]]
+            out.constants[node.outputs[0]] = _frozen(values[node.outputs[0]])
             continue
         if not draws_random(node):
             key = (node.op, node.attrs, inputs)
@@ -66,10 +67,16 @@ def simplify(nodes: Sequence[Any], exact_types: Any = None) -> Simplified:
             if all(i in out.constants for i in inputs):
                 values = dict(out.constants)
                 interpreter.run_nodes((node,), values)
-                out.constants.update({o: values[o] for o in node.outputs})
+                out.constants.update({o: _frozen(values[o]) for o in node.outputs})
                 continue
         out.nodes.append(node)
     return out
+
+
+def _frozen(value: Any) -> Any:
+    """A folded constant, frozen: the plan's own, never written (its outputs are handed out as
+    copies), so kernels may keep what they derive from it (``kernels.frozen``)."""
+    return frozen.freeze(value) if isinstance(value, np.ndarray) else value
 
 
 def draws_random(node: Any) -> bool:

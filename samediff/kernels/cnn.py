@@ -75,7 +75,7 @@ import threading
 import numba
 import numpy as np
 
-from . import compiling, forksafe, spin, split, workers
+from . import compiling, forksafe, frozen, spin, split, workers
 from . import im2col as I
 from . import im2col_hwc as H
 from . import winograd as W
@@ -483,7 +483,7 @@ def _winograd(x, w, out, before, bias, relu=False):
     n, c, o = x.shape[0], w.shape[2], w.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     todo = W.units(n, oh, ow, c, o, min(I.IM2COL_BUDGET, out.size // 2))
-    u = W.filter_transform(w)
+    u = frozen.derived(w, "winograd", W.filter_transform)
     parts = _unit_halves(todo, out.size * c * 9)
 
     def work(part, go):
@@ -493,6 +493,13 @@ def _winograd(x, w, out, before, bias, relu=False):
               buf.view("wino_m", (nm,)), bias, relu, go)
     split.on_halves(parts, work)
     return out
+
+
+def _o_major(w: np.ndarray) -> np.ndarray:
+    """HWIO weights as ``[O, kH*kW*C]``: a transposing copy (none for 1x1 OIHW weights seen as
+    HWIO), made once for frozen weights (``kernels.frozen``)."""
+    return frozen.derived(w, "o_major", lambda w: np.ascontiguousarray(
+        w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1))
 
 
 @forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/kernels/forksafe.py)
@@ -508,19 +515,16 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
     if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
-                        out.shape[0] * out.shape[2] * out.shape[3], out.shape[3]) \
-            and _ready("winograd", dtype):
+                        out.shape[0] * out.shape[2] * out.shape[3], out.shape[3],
+                        out.shape[0], frozen.is_frozen(w)) and _ready("winograd", dtype):
         return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
     hwc = _hwc_plan(x.shape, w.shape, geo, cf, dtype)
     if hwc is not None and _ready("hwc", dtype):
-        w2t = np.ascontiguousarray(w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1)
-        return _hwc(H.forward, hwc, np.ascontiguousarray(x), w2t, out,
+        return _hwc(H.forward, hwc, np.ascontiguousarray(x), _o_major(w), out,
                     (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
     plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
     if plan is not None and _ready("im2col", dtype):
-        # [O, kH*kW*C], copied at most once (no copy at all for 1x1 OIHW weights seen as HWIO)
-        w2t = np.ascontiguousarray(w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1)
-        return _im2col(I.forward, plan, np.ascontiguousarray(x), w2t, out, geo[1][2],
+        return _im2col(I.forward, plan, np.ascontiguousarray(x), _o_major(w), out, geo[1][2],
                        (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
     out = _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))

@@ -68,16 +68,32 @@ def enabled() -> bool:
 MIN_POSITIONS_PER_CHANNEL = 8
 MIN_WIDTH = 16
 
+#: With the filter transform kept (frozen weights: ``kernels.frozen``) a single image pays
+#: at any size from ``KEPT_MIN_CHANNELS`` in and out, while ``U`` (36 x C x O values) stays
+#: within ``KEPT_MAX_U_BYTES``. Measured (float32, two threads; Winograd's time / the other
+#: route's, both with what they derive from the weights kept): batch 1, 64 ch at 16x16 0.70,
+#: at 8x8 0.87; 128 at 28x28 0.45, 16x16 0.65, 8x8 0.84, 7x7 0.86; 256 at 28x28 0.40, 16x16
+#: 0.46, 14x14 0.65, 7x7 0.75; but 512 at 8x8 2.3, 7x7 2.0 (a 38 MB ``U`` streamed from
+#: memory); batches of small images mixed: 2 x 128 at 8x8 0.99, 4 x 256 at 8x8 1.05, 8 x 64
+#: at 8x8 1.23 (the channels-last route is good at those).
+KEPT_MIN_CHANNELS = 64
+KEPT_MAX_U_BYTES = 16 << 20
+
 
 def applies(kernel, stride, dilation, c_in: int, c_out: int, dtype,
-            positions: int | None = None, width: int | None = None) -> bool:
+            positions: int | None = None, width: int | None = None,
+            images: int | None = None, kept: bool = False) -> bool:
     """Whether a channels-first convolution goes this way: 3x3, stride 1, no dilation,
     float32/float64, at least ``MIN_CHANNELS`` in and out, ``positions`` (output positions
     over the batch, when known) at least ``MIN_POSITIONS_PER_CHANNEL`` per channel, outputs
-    ``width`` (when known) at least ``MIN_WIDTH`` wide, and ``enabled()``."""
-    if positions is not None and positions < MIN_POSITIONS_PER_CHANNEL * max(c_in, c_out):
+    ``width`` (when known) at least ``MIN_WIDTH`` wide -- or, the filter transform ``kept``
+    and one image, the ``KEPT_*`` rule -- and ``enabled()``."""
+    if kept and images == 1 and min(c_in, c_out) >= KEPT_MIN_CHANNELS \
+            and 36 * c_in * c_out * np.dtype(dtype).itemsize <= KEPT_MAX_U_BYTES:
+        pass
+    elif positions is not None and positions < MIN_POSITIONS_PER_CHANNEL * max(c_in, c_out):
         return False
-    if width is not None and width < MIN_WIDTH:
+    elif width is not None and width < MIN_WIDTH:
         return False
     return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and min(c_in, c_out) >= MIN_CHANNELS

@@ -119,9 +119,13 @@ def read_value(graph: Graph, name: str) -> np.ndarray:
 
 
 def write_value(graph: Graph, name: str, value: np.ndarray) -> None:
-    """Write trained ``value`` into ``name``'s own array, in place."""
+    """Write trained ``value`` into ``name``'s own array, in place (a CONSTANT's, which is
+    frozen, is replaced by a copy: a checkpoint restores constants too)."""
     target = read_value(graph, name)
-    if value is not target:  # a donated buffer already holds the update
+    if graph.var(name).vtype is VariableType.CONSTANT:
+        if value is not target:
+            graph.var(name).value = np.array(value, dtype=target.dtype, copy=True)
+    elif value is not target:  # a donated buffer already holds the update
         np.copyto(target, value)
 
 
