@@ -268,7 +268,10 @@ class _Run:
 
     def start(self, data: Any, n_partitions: int | None) -> None:
         model_bytes, self.model_digest = encode_model(self.sd)
-        self.model = self.client.scatter(model_bytes, broadcast=True)
+        # a key of its own (hash=False): scattered under its content's hash, a second run of
+        # the same model reused the key while the scheduler was still releasing the first
+        # run's copy, and its tasks failed with "lost dependencies" (1 run in 3)
+        self.model = self.client.scatter(model_bytes, broadcast=True, hash=False)
         self.parts: Partitions = partition(data, self.client, n_partitions,
                                            Placeholders.of(self.sd))
         self.batches = self.parts.batches(self.batch_size)

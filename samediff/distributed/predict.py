@@ -87,7 +87,8 @@ def predict_blocks(sd: Any, x: Any, output: Any, placeholder: str | None = None,
             client = default_client()
         except (ImportError, ValueError):
             client = None
-    payload = data if client is None else client.scatter(data, broadcast=True)
+    # a key of its own, as fit.py's model (a content-hash key raced its own release)
+    payload = data if client is None else client.scatter(data, broadcast=True, hash=False)
     chunks = (x.chunks[0],) + tuple((d,) for d in trailing)
     out_rank, in_rank = 1 + len(trailing), x.ndim
     extra: dict[str, Any] = {}
