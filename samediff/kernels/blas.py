@@ -1,4 +1,5 @@
-"""A single-threaded BLAS that compiled kernels can call: ``gemm(a, b, c, beta)``.
+"""A single-threaded BLAS that compiled kernels can call: ``gemm(a, b, c, beta)`` and
+``gemv(a, x, y, beta)``.
 
 Why a BLAS of our own next to numpy's: numpy's OpenBLAS is reachable only through ``matmul``
 (no accumulate into ``c``, no call from a Numba kernel), and its thread count is process-wide.
@@ -34,7 +35,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-__all__ = ["available", "gemm"]
+__all__ = ["available", "gemm", "gemv"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -168,3 +169,58 @@ def _gemm_overload(a, b, c, beta=0.0):
 @numba.njit(cache=True, nogil=True)
 def _gemm_jit(a, b, c, beta):
     gemm(a, b, c, beta)
+
+
+def _gemv_signature(real):
+    i = types.int32
+    return types.void(i, i, i, i, real, types.voidptr, i, types.voidptr, i, real,
+                      types.voidptr, i)
+
+
+_SGEMV = types.ExternalFunction("scipy_cblas_sgemv", _gemv_signature(types.float32))
+_DGEMV = types.ExternalFunction("scipy_cblas_dgemv", _gemv_signature(types.float64))
+
+
+def gemv(a: np.ndarray, x: np.ndarray, y: np.ndarray, beta: float = 0.0) -> None:
+    """``y[...] = a @ x + beta * y`` for a 2-D ``a`` with unit stride along one axis and 1-D
+    ``x``, ``y``, all float32 or all float64. A product with one row: OpenBLAS's GEMM with
+    ``m = 1`` took 1.8x the time of this (``[1, 128] @ [128, 512]``: 4.6 against 2.6 us as four
+    128-wide GEMMs; one 512-wide GEMM 4.5 us). Callable from Numba kernels and from Python."""
+    if not (a.dtype == x.dtype == y.dtype) or a.dtype not in _REALS:
+        raise TypeError(f"gemv: a, x, y must share float32 or float64, got {a.dtype}, "
+                        f"{x.dtype}, {y.dtype}")
+    if available():
+        _gemv_jit(a, x, y, beta)
+        return
+    y[...] = a @ x + (beta * y if beta else 0)
+
+
+@overload(gemv, jit_options={"nogil": True})
+def _gemv_overload(a, x, y, beta=0.0):
+    if not (isinstance(a, types.Array) and a.ndim == 2 and all(
+            isinstance(t, types.Array) and t.ndim == 1 for t in (x, y))):
+        return None
+    if not (a.dtype == x.dtype == y.dtype) or a.dtype not in (types.float32, types.float64):
+        return None
+    fn, real = (_SGEMV, np.float32) if a.dtype == types.float32 else (_DGEMV, np.float64)
+    size = np.dtype(real).itemsize
+
+    def impl(a, x, y, beta=0.0):
+        m, n = a.shape[0], a.shape[1]
+        if x.shape[0] != n or y.shape[0] != m:
+            raise ValueError("gemv: shapes do not chain (a [m, n], x [n], y [m])")
+        if m == 0:
+            return
+        if x.strides[0] <= 0 or y.strides[0] <= 0:
+            raise ValueError("gemv: x and y need positive strides")
+        trans, ld = _operand(a, size)
+        # a row-major [m, n] as it is (no transpose), or the transpose of a row-major [n, m]
+        rows, cols = (m, n) if trans == _NO_TRANS else (n, m)
+        fn(_ROW_MAJOR, trans, rows, cols, real(1.0), a.ctypes.data, ld, x.ctypes.data,
+           x.strides[0] // size, real(beta), y.ctypes.data, y.strides[0] // size)
+    return impl
+
+
+@numba.njit(cache=True, nogil=True)
+def _gemv_jit(a, x, y, beta):
+    gemv(a, x, y, beta)

@@ -32,7 +32,7 @@ import numba
 import numpy as np
 
 from . import compiling, forksafe, split, workers
-from .blas import available, gemm
+from .blas import available, gemm, gemv
 from .spin import announce
 
 from .fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
@@ -106,7 +106,11 @@ def lstm_forward(zx, R, peep, lengths, clip, hs, cs, ys, z, post, raw, oc, keep,
         k = t if keep else 0
         for q in range(4):
             _copy(zx[q, t].reshape(size)[lo:hi], z[q].reshape(size)[lo:hi])
-            gemm(hs[t, b0:b1], R[:, q * hidden:(q + 1) * hidden], z[q, b0:b1], 1.0)
+        if batch == 1:  # the four gates' rows lie end to end: one product with all of R
+            gemv(R.T, hs[t, 0], z.reshape(4 * hidden), 1.0)
+        else:
+            for q in range(4):
+                gemm(hs[t, b0:b1], R[:, q * hidden:(q + 1) * hidden], z[q, b0:b1], 1.0)
         cp, cn = cs[t].reshape(size)[lo:hi], cs[t + 1].reshape(size)[lo:hi]
         hn, y = hs[t + 1].reshape(size)[lo:hi], ys[t].reshape(size)[lo:hi]
         gi, gf = post[k, 0].reshape(size)[lo:hi], post[k, 1].reshape(size)[lo:hi]
@@ -147,6 +151,7 @@ def lstm_backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz
     bound = np.float32(clip)
     pi, pf, po = peep[0, lo:hi], peep[1, lo:hi], peep[2, lo:hi]
     dpi, dpf, dpo = dpeep[0, lo:hi], dpeep[1, lo:hi], dpeep[2, lo:hi]
+    row = np.empty(4 * hidden if batch == 1 else 0, dz.dtype)
     gh, gc = dh.reshape(size)[lo:hi], dc.reshape(size)[lo:hi]
     for t in range(steps - 1, -1, -1):
         for e in range(b0, min(b1, lengths.shape[0])):
@@ -187,9 +192,14 @@ def lstm_backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz
             dpf[m] += df[m] * cp[m]
         for m in range(n):
             dpo[m] += do[m] * cn[m]
-        for q in range(4):
-            gemm(dz[q, t, b0:b1], R[:, q * hidden:(q + 1) * hidden].T, dh_buf[b0:b1],
-                 1.0 if q else 0.0)
+        if batch == 1:  # the step's four gate gradients end to end, then one product
+            for q in range(4):
+                _copy(dz[q, t, 0], row[q * hidden:(q + 1) * hidden])
+            gemv(R, row, dh_buf[0], 0.0)
+        else:
+            for q in range(4):
+                gemm(dz[q, t, b0:b1], R[:, q * hidden:(q + 1) * hidden].T, dh_buf[b0:b1],
+                     1.0 if q else 0.0)
         _copy(dh_buf.reshape(size)[lo:hi], gh)
         for e in range(b0, min(b1, lengths.shape[0])):
             if t >= lengths[e]:
