@@ -121,13 +121,31 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0) -> None
     """``c[...] = a @ b + beta * c`` for 2-D float32 or float64 arrays of one dtype, each
     with unit stride along one axis (row-major rows, or a transposed view). Callable from
     Numba kernels (``available()`` must be True there) and from Python."""
-    if not (a.dtype == b.dtype == c.dtype) or a.dtype not in _REALS:
-        raise TypeError(f"gemm: a, b, c must share float32 or float64, got {a.dtype}, "
-                        f"{b.dtype}, {c.dtype}")
+    _call("gemm", _gemm_jit, a, b, c, beta)
+
+
+def _call(name: str, compiled, a: np.ndarray, b: np.ndarray, out: np.ndarray,
+          beta: float) -> None:
+    """``out[...] = a @ b + beta * out`` by ``compiled`` (the private BLAS), else numpy."""
+    if not (a.dtype == b.dtype == out.dtype) or a.dtype not in _REALS:
+        raise TypeError(f"{name}: the operands and the result must share float32 or float64, "
+                        f"got {a.dtype}, {b.dtype}, {out.dtype}")
     if available():
-        _gemm_jit(a, b, c, beta)
+        compiled(a, b, out, beta)
         return
-    c[...] = a @ b + (beta * c if beta else 0)
+    out[...] = a @ b + (beta * out if beta else 0)
+
+
+def _routine(arrays: tuple, ndims: tuple, single, double):
+    """(the routine, its real type, the itemsize) for Numba array types ``arrays`` of ranks
+    ``ndims`` sharing float32 or float64; None otherwise (another overload's business)."""
+    if not all(isinstance(t, types.Array) and t.ndim == d for t, d in zip(arrays, ndims)):
+        return None
+    dtype = arrays[0].dtype
+    if any(t.dtype != dtype for t in arrays) or dtype not in (types.float32, types.float64):
+        return None
+    fn, real = (single, np.float32) if dtype == types.float32 else (double, np.float64)
+    return fn, real, np.dtype(real).itemsize
 
 
 @numba.njit
@@ -143,12 +161,10 @@ def _operand(x, itemsize):
 
 @overload(gemm, jit_options={"nogil": True})
 def _gemm_overload(a, b, c, beta=0.0):
-    if not all(isinstance(t, types.Array) and t.ndim == 2 for t in (a, b, c)):
+    routine = _routine((a, b, c), (2, 2, 2), _SGEMM, _DGEMM)
+    if routine is None:
         return None
-    if not (a.dtype == b.dtype == c.dtype) or a.dtype not in (types.float32, types.float64):
-        return None
-    fn, real = (_SGEMM, np.float32) if a.dtype == types.float32 else (_DGEMM, np.float64)
-    size = np.dtype(real).itemsize
+    fn, real, size = routine
 
     def impl(a, b, c, beta=0.0):
         m, k, n = a.shape[0], a.shape[1], b.shape[1]
@@ -186,24 +202,15 @@ def gemv(a: np.ndarray, x: np.ndarray, y: np.ndarray, beta: float = 0.0) -> None
     ``x``, ``y``, all float32 or all float64. A product with one row: OpenBLAS's GEMM with
     ``m = 1`` took 1.8x the time of this (``[1, 128] @ [128, 512]``: 4.6 against 2.6 us as four
     128-wide GEMMs; one 512-wide GEMM 4.5 us). Callable from Numba kernels and from Python."""
-    if not (a.dtype == x.dtype == y.dtype) or a.dtype not in _REALS:
-        raise TypeError(f"gemv: a, x, y must share float32 or float64, got {a.dtype}, "
-                        f"{x.dtype}, {y.dtype}")
-    if available():
-        _gemv_jit(a, x, y, beta)
-        return
-    y[...] = a @ x + (beta * y if beta else 0)
+    _call("gemv", _gemv_jit, a, x, y, beta)
 
 
 @overload(gemv, jit_options={"nogil": True})
 def _gemv_overload(a, x, y, beta=0.0):
-    if not (isinstance(a, types.Array) and a.ndim == 2 and all(
-            isinstance(t, types.Array) and t.ndim == 1 for t in (x, y))):
+    routine = _routine((a, x, y), (2, 1, 1), _SGEMV, _DGEMV)
+    if routine is None:
         return None
-    if not (a.dtype == x.dtype == y.dtype) or a.dtype not in (types.float32, types.float64):
-        return None
-    fn, real = (_SGEMV, np.float32) if a.dtype == types.float32 else (_DGEMV, np.float64)
-    size = np.dtype(real).itemsize
+    fn, real, size = routine
 
     def impl(a, x, y, beta=0.0):
         m, n = a.shape[0], a.shape[1]
