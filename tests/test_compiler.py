@@ -236,6 +236,39 @@ def test_row_kernels_fuse_the_elementwise_prologue(anchor):
         assert text.count("kernel [fused]") == kernels, text
 
 
+def test_a_row_prologue_moves_down_past_unrelated_steps():
+    """``softmax(q @ k^T / 8) @ v`` with ``v``'s projection recorded between the scale and the
+    softmax (as exported attention is): the scale still folds into the softmax's row kernel,
+    with the interpreter's results -- and stays a kernel of its own when a step in between
+    reads it."""
+    rng = np.random.default_rng(5)
+    q, k, x, w = (rng.random(s, dtype=np.float32) for s in ((6, 16, 8), (6, 8, 16),
+                                                           (6, 16, 8), (8, 8)))
+
+    def moved(q, k, x, w):
+        scores = (q @ k) / 8.0
+        v = nd.nn.relu(x @ w)  # unrelated to the scores: a matmul and a kernel between
+        return nd.nn.softmax(scores, dim=-1) @ v
+
+    def read_between(q, k, x, w):
+        scores = (q @ k) / 8.0
+        v = x @ w + scores[:, :, :8]  # the step in between reads the scaled scores
+        return nd.nn.softmax(scores, dim=-1) @ v
+
+    for fn, prologue in ((moved, True), (read_between, False)):
+        args = [nd.create(a) for a in (q, k, x, w)]
+        compiled = nd.compile(fn)
+        got = compiled(*args).numpy()
+        previous = compiler.set_executor("interpreter")
+        try:
+            want = nd.compile(fn)(*args).numpy()
+        finally:
+            compiler.set_executor(previous)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+        text = compiled.explain()
+        assert ("div -> softmax" in text) == prologue, text
+
+
 @pytest.mark.parametrize("shape,bshape", [((2, 3), (3,)), ((64, 33), (33,)), ((4, 3, 5), (5,)),
                                           ((3, 2, 5), (2, 5)), ((0, 3), (3,))])
 def test_bias_gradient_sum_is_fused_into_its_kernel_bit_for_bit(shape, bshape):

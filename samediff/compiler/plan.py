@@ -183,14 +183,17 @@ def fuse_row_prologues(steps: list, types: Sequence[TensorType], outputs: Sequen
     """Fold the elementwise group that computes a row anchor's input into the row kernel
     (``softmax(x @ w + b)``: the bias add happens in the row's first pass, into a scratch row)
     when nobody else reads that group's values and it reads only rows, column vectors and
-    scalars, at least one of them a full row."""
+    scalars, at least one of them a full row. The group need not be the step just before:
+    in ``softmax(q @ k^T / 8)`` with the ``v`` projection recorded in between, the scale
+    moves down to the softmax -- legal, as only the row kernel reads its values and its own
+    inputs were all computed before it (buffer donation is decided later, on these steps)."""
     consumers, wanted = _consumers(steps), set(outputs)
     out: list = []
+    producer: dict[Any, Group] = {}  # value -> the elementwise group in ``out`` computing it
     for step in steps:
-        prev = out[-1] if out else None
-        if (isinstance(step, Group) and step.rowwise and step.prologue == 0
-                and isinstance(prev, Group) and not prev.rowwise and prev.reduce_split is None
-                and step.nodes[0].inputs[0] in prev.produced and prev.shape == step.shape
+        prev = (producer.get(step.nodes[0].inputs[0]) if isinstance(step, Group)
+                and step.rowwise and step.prologue == 0 and step.nodes[0].inputs else None)
+        if (prev is not None and prev.shape == step.shape
                 and not prev.produced & wanted and _read_only_inside(prev, step.nodes[0], consumers,
                                                                       also=step.nodes)
                 and _row_readable(prev, types, step.shape)
@@ -198,9 +201,14 @@ def fuse_row_prologues(steps: list, types: Sequence[TensorType], outputs: Sequen
             step.nodes[:0] = prev.nodes
             step.produced |= prev.produced
             step.prologue = len(prev.nodes)
-            out[-1] = step
+            del out[next(k for k, s in enumerate(out) if s is prev)]
+            for v in prev.produced:
+                producer.pop(v, None)
+            out.append(step)
             continue
         out.append(step)
+        if isinstance(step, Group) and not step.rowwise and step.reduce_split is None:
+            producer.update(dict.fromkeys(step.produced, step))
     return out
 
 
