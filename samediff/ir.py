@@ -88,14 +88,19 @@ class Var:
         from it, as onnxruntime prepacks initializers): nothing writes it in place --
         ``get_arr`` hands out a read-only view, ``set_array`` replaces it. A CONSTANT turned
         VARIABLE (trained in place) is thawed."""
-        if field == "vtype" and new is not VariableType.CONSTANT \
-                and getattr(self, "vtype", None) is VariableType.CONSTANT \
-                and isinstance(self.value, np.ndarray):
-            frozen.thaw(self.value)
+        held = self._constant_array()
+        if field == "vtype" and new is not VariableType.CONSTANT and held is not None:
+            frozen.thaw(held)
         object.__setattr__(self, field, new)
-        if getattr(self, "vtype", None) is VariableType.CONSTANT and field in ("vtype", "value") \
-                and isinstance(getattr(self, "value", None), np.ndarray):
-            frozen.freeze(self.value)
+        held = self._constant_array() if field in ("vtype", "value") else None
+        if held is not None:
+            frozen.freeze(held)
+
+    def _constant_array(self) -> np.ndarray | None:
+        """The value when this is a CONSTANT holding an array (fields are unset mid-init)."""
+        value = getattr(self, "value", None)
+        return value if getattr(self, "vtype", None) is VariableType.CONSTANT \
+            and isinstance(value, np.ndarray) else None
 
 
 class Graph:

@@ -79,15 +79,17 @@ def _registered(owner: np.ndarray) -> bool:
 
 
 def _frozen_owner(a: np.ndarray) -> np.ndarray | None:
-    owner = _owner_of(a)
-    if _registered(owner):
-        return owner
-    x: Any = a
-    while isinstance(x, np.ndarray):  # read-only all the way down
-        if x.flags.writeable:
-            return None
-        x = x.base
-    return owner if x is None or isinstance(x, bytes) else None
+    """The owner at the end of ``a``'s view chain when it is registered, or when the whole
+    chain is read-only (down to no base, or to bytes); else None."""
+    read_only = True
+    while True:
+        read_only = read_only and not a.flags.writeable
+        if not isinstance(a.base, np.ndarray):
+            break
+        a = a.base
+    if _registered(a) or read_only and (a.base is None or isinstance(a.base, bytes)):
+        return a
+    return None
 
 
 def is_frozen(a: Any) -> bool:

@@ -88,12 +88,12 @@ def applies(kernel, stride, dilation, c_in: int, c_out: int, dtype,
     over the batch, when known) at least ``MIN_POSITIONS_PER_CHANNEL`` per channel, outputs
     ``width`` (when known) at least ``MIN_WIDTH`` wide -- or, the filter transform ``kept``
     and one image, the ``KEPT_*`` rule -- and ``enabled()``."""
-    if kept and images == 1 and min(c_in, c_out) >= KEPT_MIN_CHANNELS \
-            and 36 * c_in * c_out * np.dtype(dtype).itemsize <= KEPT_MAX_U_BYTES:
-        pass
-    elif positions is not None and positions < MIN_POSITIONS_PER_CHANNEL * max(c_in, c_out):
-        return False
-    elif width is not None and width < MIN_WIDTH:
+    kept_rule = (kept and images == 1 and min(c_in, c_out) >= KEPT_MIN_CHANNELS
+                 and 36 * c_in * c_out * np.dtype(dtype).itemsize <= KEPT_MAX_U_BYTES)
+    too_small = (positions is not None
+                 and positions < MIN_POSITIONS_PER_CHANNEL * max(c_in, c_out)
+                 or width is not None and width < MIN_WIDTH)
+    if too_small and not kept_rule:
         return False
     return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and min(c_in, c_out) >= MIN_CHANNELS

@@ -121,11 +121,12 @@ def read_value(graph: Graph, name: str) -> np.ndarray:
 def write_value(graph: Graph, name: str, value: np.ndarray) -> None:
     """Write trained ``value`` into ``name``'s own array, in place (a CONSTANT's, which is
     frozen, is replaced by a copy: a checkpoint restores constants too)."""
-    target = read_value(graph, name)
-    if graph.var(name).vtype is VariableType.CONSTANT:
-        if value is not target:
-            graph.var(name).value = np.array(value, dtype=target.dtype, copy=True)
-    elif value is not target:  # a donated buffer already holds the update
+    target, info = read_value(graph, name), graph.var(name)
+    if value is target:  # a donated buffer already holds the update
+        return
+    if info.vtype is VariableType.CONSTANT:
+        info.value = np.array(value, dtype=target.dtype, copy=True)
+    else:
         np.copyto(target, value)
 
 
