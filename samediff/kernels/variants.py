@@ -31,6 +31,8 @@ import numba
 import numpy as np
 from numba import types
 
+from . import fastload
+
 
 def array(dtype: Any, ndim: int, readonly: bool = False) -> types.Array:
     """Numba's type of a ``dtype`` array of rank ``ndim`` in any layout."""
@@ -60,6 +62,11 @@ class PerDtype:
                 dispatcher = self._by_dtype.get(dtype)
                 if dispatcher is None:
                     signature = self._signature(numba.from_dtype(dtype))
-                    dispatcher = numba.njit([signature], **self._options)(self._py_func)
+                    # numba.njit([signature]) would load a cached variant through Numba's
+                    # full set-up (~0.2-0.4 s in a new process): adopt the fast load first
+                    dispatcher = numba.njit(**self._options)(self._py_func)
+                    fastload.adopt(dispatcher)
+                    dispatcher.compile(signature)
+                    dispatcher.disable_compile()
                     self._by_dtype[dtype] = dispatcher
         return dispatcher
