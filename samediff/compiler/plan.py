@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .. import interpreter, profiler
+from . import compile_helper
 from ..errors import NdError
 from ..kernels import workers
 from ..ops import TensorType
@@ -55,6 +56,20 @@ def split_extent(outer: int, size: int) -> int:
     return outer if size >= PARALLEL_THRESHOLD and outer >= 2 else 0
 _strict = os.environ.get("ND4PY_STRICT", "") not in ("", "0")
 _WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}  # Python scalars of each kind
+
+
+class _FirstCall:
+    """Stands in for a kernel module: records the first kernel call (name, arguments)
+    instead of running it (``KernelStep.compile_job``)."""
+
+    def __init__(self) -> None:
+        self.call: tuple | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any) -> None:
+            if self.call is None:
+                self.call = (name, args)
+        return record
 
 
 class CompilationError(NdError, RuntimeError):
@@ -275,6 +290,7 @@ class KernelStep:
         # input shapes -> the generated driver's launch record (``_launch``), or False
         self._launches: dict[tuple, Any] = {}
         self.donated: dict[Any, Any] = {}   # output slot -> input slot whose buffer it reuses
+        self._module: Any = None  # the kernel module ``compile_job`` loaded, for ``compile``
         self.spec = self._spec(types)
 
     def _spec(self, types: Sequence[TensorType]) -> KernelSpec:
@@ -317,14 +333,36 @@ class KernelStep:
             values[s] = np.ones(full[rank - len(types[s].shape):], dtype)
         return values
 
+    def _warm_up(self, types: Sequence[TensorType]) -> None:
+        """Run the kernel once on tiny inputs (its first call compiles it, or loads it)."""
+        values = self.warmup_values(types)
+        values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
+        if not self._call(values):
+            raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
+
+    def compile_job(self, types: Sequence[TensorType]) -> tuple | None:
+        """What a helper process would compile for this step (``compile_helper.job``: the
+        warm-up's kernel call, recorded here without running it), or None: nothing to
+        compile, or a failure that ``compile`` will meet and report itself."""
+        recorder = _FirstCall()
+        try:
+            source = self.source()
+            self._module = load(source)  # (``compile`` takes it from here)
+            self.kernels = recorder
+            self._warm_up(types)
+            name, args = recorder.call  # type: ignore[misc]
+            return compile_helper.job(source, getattr(self._module, name), name, args)
+        except Exception:  # noqa: BLE001 - compile() reports it
+            return None
+        finally:
+            self.kernels = None
+
     def compile(self, types: Sequence[TensorType]) -> None:
         """Generate, load and compile (on tiny inputs) — errors fall back."""
         try:
-            self.kernels = load(self.source())
-            values = self.warmup_values(types)
-            values.update({s: _WEAK_SAMPLE[types[s].dtype.kind] for s in self.scalars})
-            if not self._call(values):
-                raise ValueError("warm-up inputs do not match the kernel's broadcast pattern")
+            module, self._module = self._module, None
+            self.kernels = module if module is not None else load(self.source())
+            self._warm_up(types)
         except Exception as exc:  # noqa: BLE001 - Numba raises many error types
             self.kernels = None
             self.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -633,9 +671,12 @@ class CompiledPlan:
                         for r in self._results]
         self._any_shared = any(self._shared)
         self.donations = self._donate(donate or {}, types)
-        for kstep in self.steps:  # (after donating: a kernel writing in place is generated so)
-            if isinstance(kstep, KernelStep):
-                kstep.compile(types)
+        # (after donating: a kernel writing in place is generated so)
+        ksteps = [s for s in self.steps if isinstance(s, KernelStep)]
+        jobs = ([s.compile_job(types) for s in ksteps]
+                if len(ksteps) >= compile_helper.MIN_COLD and compile_helper.enabled()
+                else [None] * len(ksteps))
+        compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types))
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
 

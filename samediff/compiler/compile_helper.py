@@ -1,0 +1,251 @@
+"""Compile a new plan's kernels on two cores: this process and one helper process.
+
+A plan's kernels compile one after the other, and a Numba compile is one core's work: Numba
+holds one process-wide compiler lock for all of it, so threads cannot share it out. On a cold
+cache W9's first training step spent ~5.8 of its ~6.4 s in ~27 compiles of 0.1-1 s each, one
+core busy and the other idle. So when a plan has several kernels that are not in the disk
+cache, a helper process (a fresh interpreter, started on first need and kept until it has been
+idle for ``IDLE_SECONDS``) compiles some of them into the same disk cache while this process
+compiles the others:
+
+* the steps are a row; this process takes them from the front and the helper from the back,
+  one at a time, until they meet (whoever comes first claims a step, under one lock);
+* the helper gets each step's warm-up call as (source, kernel name, Numba argument types), the
+  call this process's warm-up would make (``CompiledPlan`` records it without running it);
+* a step the helper compiled is then warmed up here as usual, and its kernel loads from the
+  disk cache (~5 ms) instead of compiling; a step the helper has in hand when this process
+  reaches it is waited for; a step the helper failed (or a helper that died or hung) is
+  compiled here, so the result never depends on the helper;
+* a new helper first warms the kernels layer's own functions that a float32 step meets when
+  it first runs, after its kernels compiled (``PRELUDE``: the split hand-off, the private
+  BLAS's matmul halves, the finite check), so that run loads them.
+
+The machine code is the same either way (one LLVM, one CPU, one source), so results are bit
+for bit those of a one-process compile. ``ND4PY_COMPILE_HELPER=0`` turns the helper off; it
+is off on a machine with one usable core, and for fewer than ``MIN_COLD`` kernels to compile.
+
+>>> schedule = []
+>>> compile_each([None, None], schedule.append)   # nothing to compile: all here, in order
+>>> schedule
+[0, 1]
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections import deque
+from typing import Any, Callable, Sequence
+
+#: the helper exits after this long without work (a later plan starts a new one)
+IDLE_SECONDS = 60.0
+#: seconds to wait for one kernel from the helper before compiling it here instead
+JOB_TIMEOUT = 120.0
+#: fewer kernels to compile than this: not worth a process start (~0.5 s of the other core)
+MIN_COLD = 3
+
+#: (module, warm function, its key) that a new helper runs first (``kernels.compiling.ready``'s
+#: warm-ups: each compiles a kernels-layer function into the disk cache, or loads it)
+PRELUDE = (("samediff.kernels.split", "_warm", ("split",)),
+           ("samediff.kernels.matmul", "_warm", ("matmul", "float32")),
+           ("samediff.kernels.matmul", "_warm_batched", ("batched", "float32")),
+           ("samediff.kernels.finite", "_warm", ("finite", "float32")))
+
+stats = {"helper_spawns": 0, "helper_compiles": 0, "helper_failures": 0}
+
+_lock = threading.Lock()     # one plan at a time uses the helper; others compile alone
+_helper: "_Helper | None" = None
+
+
+def enabled() -> bool:
+    """Whether new plans may use a helper process (``ND4PY_COMPILE_HELPER``, usable cores)."""
+    if os.environ.get("ND4PY_COMPILE_HELPER", "1") == "0":
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return cores >= 2
+
+
+def job(source: str, dispatcher: Any, name: str, args: Sequence[Any]) -> tuple | None:
+    """The helper's job for the call ``dispatcher(*args)`` of kernel ``name`` in the module
+    loaded from ``source``: (source, name, Numba argument types), or None when it needs no
+    compile (compiled in this process already, or its disk cache has an index: a load)."""
+    if dispatcher.overloads:
+        return None
+    try:
+        if os.path.exists(dispatcher._cache._cache_file._index_path):
+            return None
+    except AttributeError:  # caching off, or Numba's internals moved: nothing to share
+        return None
+    import numba
+    return source, name, tuple(numba.typeof(a) for a in args)
+
+
+def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], None]) -> None:
+    """``compile_here(k)`` for every step ``k`` in order, with the helper compiling cold steps
+    (``jobs[k]`` not None) from the back meanwhile, when that is worth it (module docstring)."""
+    cold = [k for k, j in enumerate(jobs) if j is not None]
+    if len(cold) < MIN_COLD or not enabled() or not _lock.acquire(blocking=False):
+        for k in range(len(jobs)):
+            compile_here(k)
+        return
+    try:
+        helper = _running_helper()
+        if helper is None:
+            for k in range(len(jobs)):
+                compile_here(k)
+            return
+        _two_ended(jobs, cold, helper, compile_here)
+    finally:
+        _lock.release()
+
+
+def _two_ended(jobs: Sequence[tuple | None], cold: list, helper: "_Helper",
+               compile_here: Callable[[int], None]) -> None:
+    unclaimed = deque(cold)
+    busy: set = set()          # steps the helper has in hand
+    changed = threading.Condition()
+
+    def feed() -> None:
+        while helper.prelude:
+            if not helper.compile(("warm", *helper.prelude.pop(0))):
+                return
+        while True:
+            with changed:
+                if not unclaimed:
+                    return
+                k = unclaimed.pop()
+                busy.add(k)
+            ok = helper.compile(jobs[k])
+            with changed:
+                busy.discard(k)
+                changed.notify_all()
+            if not ok:
+                return  # a failed job is compiled here; a dead helper takes no more
+
+    feeder = threading.Thread(target=feed, name="nd4py-compile-feeder", daemon=True)
+    feeder.start()
+    for k in range(len(jobs)):
+        with changed:
+            if k in unclaimed:
+                unclaimed.remove(k)
+            if k in busy and not changed.wait_for(lambda: k not in busy, JOB_TIMEOUT):
+                helper.close()  # hung: the feeder's read ends, the step compiles here
+        compile_here(k)
+    feeder.join(JOB_TIMEOUT)
+
+
+def _running_helper() -> "_Helper | None":
+    global _helper
+    if _helper is None or not _helper.alive():
+        try:
+            _helper = _Helper()
+        except OSError:
+            _helper = None
+    return _helper
+
+
+class _Helper:
+    """The helper process and the pipes to it (one job in flight at a time)."""
+
+    def __init__(self) -> None:
+        # the same modules as here: this process's import path, made absolute
+        path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
+        env = dict(os.environ, PYTHONPATH=path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from samediff.compiler.compile_helper import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.prelude = list(PRELUDE)
+        stats["helper_spawns"] += 1
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def compile(self, job: tuple) -> bool:
+        """Send one job and wait for its answer; False if it failed or the helper is gone."""
+        try:
+            pickle.dump(job, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+            ok, _message = pickle.load(self.proc.stdout)  # type: ignore[arg-type]
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+            self.close()
+            ok = False
+        stats["helper_compiles" if ok else "helper_failures"] += 1
+        return bool(ok)
+
+    def close(self) -> None:
+        """End the helper (it exits when its input closes; killed if it does not)."""
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(1.0)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            self.proc.stdout.close()  # type: ignore[union-attr]
+        except (OSError, ValueError):  # the feeder may be reading it: it ends with an error
+            pass
+
+
+def _forget_in_child() -> None:
+    """A forked child must not talk to its parent's helper (or close it)."""
+    global _helper, _lock
+    _helper, _lock = None, threading.Lock()
+
+
+def _close_at_exit() -> None:
+    if _helper is not None:
+        _helper.close()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+atexit.register(_close_at_exit)
+
+
+def _wait_for_input(stream: Any, seconds: float) -> bool:
+    """True when ``stream`` has input (or hit its end) within ``seconds``."""
+    try:
+        import select
+        return bool(select.select([stream], [], [], seconds)[0])
+    except (ImportError, OSError, ValueError):  # no select on pipes (Windows): just wait
+        return True
+
+
+def serve() -> None:
+    """The helper's loop: compile each job into the disk cache and answer (ok, message);
+    exit when the input ends or after ``IDLE_SECONDS`` without a job. A job is a kernel's
+    (source, name, argument types), or ("warm", module, function, key) for a ``PRELUDE``
+    warm-up."""
+    import importlib
+
+    import numpy as np
+
+    from .codegen import load
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # the pipe carries answers only
+    while _wait_for_input(inp, IDLE_SECONDS):
+        try:
+            job = pickle.load(inp)
+        except (EOFError, pickle.UnpicklingError):
+            return
+        try:
+            if job[0] == "warm":
+                _, module, function, (family, *dtype) = job
+                key = (family, *(np.dtype(d) for d in dtype))
+                getattr(importlib.import_module(module), function)(key)
+            else:
+                source, name, signature = job
+                getattr(load(source), name).compile(signature)
+            answer = (True, "")
+        except Exception as exc:  # noqa: BLE001 - any failure: the plan compiles it itself
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+
+__all__ = ["IDLE_SECONDS", "MIN_COLD", "compile_each", "enabled", "job", "serve", "stats"]

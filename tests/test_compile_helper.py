@@ -1,0 +1,155 @@
+"""A new plan's kernels compile on two cores: this process from the front of the plan, a helper
+process from the back (``samediff/compiler/compile_helper.py``). Every step is still warmed up
+here, in order, so results are bit for bit those of a one-process compile; a helper that fails,
+dies or hangs only means this process compiles more itself."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from samediff.compiler import compile_helper
+
+pytestmark = pytest.mark.compiled
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeHelper:
+    """Compiles by sleeping; records when each job ended; fails the jobs in ``fail``."""
+
+    def __init__(self, fail=(), seconds=0.02):
+        self.prelude, self.fail, self.seconds = [], set(fail), seconds
+        self.ended: dict = {}
+        self.closed = False
+
+    def compile(self, job):
+        time.sleep(self.seconds)
+        self.ended[job] = time.perf_counter()
+        return job not in self.fail
+
+    def close(self):
+        self.closed = True
+
+
+def _run(jobs, helper, here_seconds=0.02):
+    started: dict = {}
+    order: list = []
+
+    def here(k):
+        started[k] = time.perf_counter()
+        order.append(k)
+        time.sleep(here_seconds)
+    compile_helper._two_ended(jobs, [k for k, j in enumerate(jobs) if j is not None], helper,
+                              here)
+    return order, started
+
+
+def test_every_step_is_warmed_up_here_in_order_after_the_helper_finished_it():
+    jobs = [f"job{k}" for k in range(8)]
+    helper = FakeHelper()
+    order, started = _run(jobs, helper)
+    assert order == list(range(8))
+    assert helper.ended, "the helper took none of the steps"
+    assert "job0" not in helper.ended  # this process takes the front
+    for job, ended in helper.ended.items():  # the helper's steps load after it compiled them
+        assert started[jobs.index(job)] >= ended
+
+
+def test_steps_with_nothing_to_compile_are_not_sent_to_the_helper():
+    jobs = [None, "job1", None, "job3", None, "job5"]
+    helper = FakeHelper()
+    order, _ = _run(jobs, helper)
+    assert order == list(range(6))
+    assert set(helper.ended) <= {"job1", "job3", "job5"}
+
+
+def test_a_failing_helper_leaves_its_steps_to_this_process():
+    jobs = [f"job{k}" for k in range(6)]
+    helper = FakeHelper(fail={"job5"})
+    order, _ = _run(jobs, helper)
+    assert order == list(range(6))
+    assert list(helper.ended) == ["job5"]  # it stops taking steps after a failure
+
+
+def test_a_hung_helper_is_closed_and_its_step_compiled_here(monkeypatch):
+    monkeypatch.setattr(compile_helper, "JOB_TIMEOUT", 0.2)
+    release = threading.Event()
+
+    class Hung(FakeHelper):
+        def compile(self, job):
+            release.wait(5)
+            return False
+
+        def close(self):
+            super().close()
+            release.set()
+    helper = Hung()
+    jobs = ["job0", "job1", "job2"]
+    order, _ = _run(jobs, helper, here_seconds=0.0)
+    assert order == [0, 1, 2] and helper.closed
+
+
+def test_the_helper_process_answers_a_bad_job_with_a_failure_and_keeps_serving():
+    helper = compile_helper._Helper()
+    try:
+        helper.prelude.clear()
+        assert not helper.compile(("def kernel(:\n", "kernel", ()))
+        assert helper.alive()
+        assert helper.compile(("warm", "samediff.kernels.finite", "_warm",
+                               ("finite", "float32")))
+    finally:
+        helper.close()
+    assert not helper.alive()
+
+
+CHILD = """
+import json, sys
+import numpy as np
+import nd4py as nd
+from samediff.compiler import compile_helper
+from samediff.compiler.plan import KernelStep
+
+@nd.compile
+def f(x, w):
+    h = nd.math.tanh(x * 1.5 + 0.25)
+    s = nd.nn.softmax(h @ w, -1)
+    z = nd.math.exp(s * -2.0) * x.sum(-1, keepdims=True)
+    return nd.nn.gelu(z @ w - 0.5).sum(-1)
+
+rng = np.random.default_rng(0)
+x = nd.create(rng.random((8, 16), dtype=np.float32))
+w = nd.create(rng.random((16, 16), dtype=np.float32))
+out = f(x, w).numpy()
+kernels = sum(isinstance(s, KernelStep) and s.kernels is not None for s in f.last_plan.steps)
+print(json.dumps({"out": out.view(np.uint32).tolist(), "kernels": kernels,
+                  "stats": compile_helper.stats}))
+"""
+
+
+@pytest.mark.heavy(seconds=8)
+def test_a_plan_compiled_with_the_helper_gives_the_same_bits(tmp_path):
+    got = {}
+    for helper in ("1", "0"):
+        cache = tmp_path / helper
+        env = dict(os.environ, ND4PY_COMPILE_HELPER=helper, ND4PY_CACHE_DIR=str(cache),
+                   NUMBA_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(
+                       p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+        env.pop("ND4PY_EXECUTOR", None)
+        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                             text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[helper] = json.loads(out.stdout.strip().splitlines()[-1])
+    with_helper, alone = got["1"], got["0"]
+    assert with_helper["kernels"] == alone["kernels"] >= compile_helper.MIN_COLD
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores >= 2:
+        assert with_helper["stats"]["helper_compiles"] >= 1
+    assert alone["stats"]["helper_spawns"] == 0
+    assert with_helper["out"] == alone["out"]
+    assert np.isfinite(np.array(alone["out"], np.uint32).view(np.float32)).all()
