@@ -26,9 +26,11 @@ class FakeHelper:
     def __init__(self, fail=(), seconds=0.02):
         self.prelude, self.fail, self.seconds = [], set(fail), seconds
         self.ended: dict = {}
+        self.sent: list = []
         self.closed = False
 
     def compile(self, job):
+        self.sent.append(job)
         time.sleep(self.seconds)
         self.ended[job] = time.perf_counter()
         return job not in self.fail
@@ -112,7 +114,6 @@ CHILD = """
 import json, sys
 import numpy as np
 import nd4py as nd
-from samediff.compiler import compile_helper
 from samediff.compiler.plan import KernelStep
 
 @nd.compile
@@ -128,7 +129,7 @@ w = nd.create(rng.random((16, 16), dtype=np.float32))
 out = f(x, w).numpy()
 kernels = sum(isinstance(s, KernelStep) and s.kernels is not None for s in f.last_plan.steps)
 print(json.dumps({"out": out.view(np.uint32).tolist(), "kernels": kernels,
-                  "stats": compile_helper.stats}))
+                  "stats": nd.cache_stats()}))
 """
 
 
@@ -153,3 +154,13 @@ def test_a_plan_compiled_with_the_helper_gives_the_same_bits(tmp_path):
     assert alone["stats"]["helper_spawns"] == 0
     assert with_helper["out"] == alone["out"]
     assert np.isfinite(np.array(alone["out"], np.uint32).view(np.float32)).all()
+
+
+def test_steps_with_the_same_kernel_are_one_job_compiled_once():
+    jobs = ["a", "b", "a", "c", "b", "a"]
+    helper = FakeHelper()
+    order, started = _run(jobs, helper)
+    assert order == list(range(6))
+    assert helper.sent and len(helper.sent) == len(set(helper.sent))
+    for job, ended in helper.ended.items():  # every step of a helper's job waited for it
+        assert all(started[k] >= ended for k, j in enumerate(jobs) if j == job)

@@ -40,7 +40,9 @@ def cache_stats() -> dict[str, int]:
     per machine), ``kernel_reuses`` (kernel requests a loaded one answered: repeated blocks),
     ``fast_loads`` / ``fast_load_fallbacks`` (kernels loaded from the disk cache without
     Numba's full set-up, and loads that needed it); all 0 until a kernel is loaded, as nothing
-    here imports Numba.
+    here imports Numba. The compile helper process (``compiler/compile_helper.py``):
+    ``helper_spawns``, ``helper_compiles`` (kernels and warm-ups it compiled for this
+    process), ``helper_failures``.
 
     >>> import nd4py as nd
     >>> sorted(nd.cache_stats())[:3]
@@ -52,9 +54,13 @@ def cache_stats() -> dict[str, int]:
 
 def _kernel_stats() -> dict[str, int]:
     """The kernel layer's counters, read only if it is loaded (importing it loads Numba)."""
-    out = {"kernel_modules": 0, "kernel_reuses": 0, "fast_loads": 0, "fast_load_fallbacks": 0}
+    out = {"kernel_modules": 0, "kernel_reuses": 0, "fast_loads": 0, "fast_load_fallbacks": 0,
+           "helper_spawns": 0, "helper_compiles": 0, "helper_failures": 0}
     codegen = sys.modules.get("samediff.compiler.codegen")
     fastload = sys.modules.get("samediff.kernels.fastload")
+    helper = sys.modules.get("samediff.compiler.compile_helper")
+    if helper is not None:
+        out.update(helper.stats)
     if codegen is not None:
         out.update(codegen.kernel_stats())
     if fastload is not None:

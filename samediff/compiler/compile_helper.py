@@ -9,7 +9,8 @@ idle for ``IDLE_SECONDS``) compiles some of them into the same disk cache while 
 compiles the others:
 
 * the steps are a row; this process takes them from the front and the helper from the back,
-  one at a time, until they meet (whoever comes first claims a step, under one lock);
+  one at a time, until they meet (whoever comes first claims a step, under one lock; steps
+  with the same kernel are one job);
 * the helper gets each step's warm-up call as (source, kernel name, Numba argument types), the
   call this process's warm-up would make (``CompiledPlan`` records it without running it);
 * a step the helper compiled is then warmed up here as usual, and its kernel loads from the
@@ -107,8 +108,9 @@ def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], Non
 
 def _two_ended(jobs: Sequence[tuple | None], cold: list, helper: "_Helper",
                compile_here: Callable[[int], None]) -> None:
-    unclaimed = deque(cold)
-    busy: set = set()          # steps the helper has in hand
+    # steps with the same kernel (a repeated block, an update per parameter group) are one job
+    unclaimed = deque(dict.fromkeys(jobs[k] for k in cold))
+    busy: set = set()          # jobs the helper has in hand
     changed = threading.Condition()
 
     def feed() -> None:
@@ -119,23 +121,24 @@ def _two_ended(jobs: Sequence[tuple | None], cold: list, helper: "_Helper",
             with changed:
                 if not unclaimed:
                     return
-                k = unclaimed.pop()
-                busy.add(k)
-            ok = helper.compile(jobs[k])
+                todo = unclaimed.pop()
+                busy.add(todo)
+            ok = helper.compile(todo)
             with changed:
-                busy.discard(k)
+                busy.discard(todo)
                 changed.notify_all()
             if not ok:
                 return  # a failed job is compiled here; a dead helper takes no more
 
     feeder = threading.Thread(target=feed, name="nd4py-compile-feeder", daemon=True)
     feeder.start()
-    for k in range(len(jobs)):
-        with changed:
-            if k in unclaimed:
-                unclaimed.remove(k)
-            if k in busy and not changed.wait_for(lambda: k not in busy, JOB_TIMEOUT):
-                helper.close()  # hung: the feeder's read ends, the step compiles here
+    for k, mine in enumerate(jobs):
+        if mine is not None:
+            with changed:
+                if mine in unclaimed:
+                    unclaimed.remove(mine)
+                if mine in busy and not changed.wait_for(lambda: mine not in busy, JOB_TIMEOUT):
+                    helper.close()  # hung: the feeder's read ends, the step compiles here
         compile_here(k)
     feeder.join(JOB_TIMEOUT)
 
