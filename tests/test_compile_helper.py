@@ -39,7 +39,7 @@ class FakeHelper:
         self.closed = True
 
 
-def _run(jobs, helper, here_seconds=0.02):
+def _run(jobs, helper, here_seconds=0.02, warmups=()):
     started: dict = {}
     order: list = []
 
@@ -47,8 +47,8 @@ def _run(jobs, helper, here_seconds=0.02):
         started[k] = time.perf_counter()
         order.append(k)
         time.sleep(here_seconds)
-    compile_helper._two_ended(jobs, [k for k, j in enumerate(jobs) if j is not None], helper,
-                              here)
+    compile_helper._two_ended(jobs, [k for k, j in enumerate(jobs) if j is not None],
+                              list(warmups), helper, here)
     return order, started
 
 
@@ -164,3 +164,43 @@ def test_steps_with_the_same_kernel_are_one_job_compiled_once():
     assert helper.sent and len(helper.sent) == len(set(helper.sent))
     for job, ended in helper.ended.items():  # every step of a helper's job waited for it
         assert all(started[k] >= ended for k, j in enumerate(jobs) if j == job)
+
+
+def test_the_helper_takes_the_plans_warm_ups_first_and_this_process_the_rest(monkeypatch):
+    ran_here: list = []
+    monkeypatch.setattr(compile_helper, "warm_here", ran_here.append)
+    monkeypatch.setattr(compile_helper, "_warmed", set())
+    warmups = [("m", "f", ("a", "float32")), ("m", "f", ("b", "float32"))]
+    helper = FakeHelper(seconds=0.05)
+    order, _ = _run(["k0", "k1"], helper, here_seconds=0.0, warmups=warmups)
+    assert order == [0, 1]
+    assert helper.sent[0] == ("warm", *warmups[0])  # before any kernel
+    # each warm-up ran exactly once, in the helper or (what it had not started) here
+    sent = [j[1:] for j in helper.sent if j[0] == "warm"]
+    assert sorted(sent + ran_here) == sorted(warmups)
+    assert compile_helper._warmed == set(warmups)  # never sent again in this process
+
+
+def test_op_warm_ups_name_the_kernels_their_steps_will_run():
+    from samediff.ops import registry
+    from samediff.ops.registry import TensorType
+    f32 = np.dtype(np.float32)
+    matmul = registry.get_op("matmul")
+    attrs = matmul.default_attrs
+    big = [TensorType((512, 512), f32), TensorType((512, 512), f32)]
+    small = [TensorType((2, 3), f32), TensorType((3, 4), f32)]
+    stack = [TensorType((8, 4, 128, 64), f32), TensorType((8, 4, 64, 128), f32)]
+    assert matmul.warm(small, attrs) == ()
+    if matmul.warm(big, attrs):  # (none without the private BLAS)
+        assert matmul.warm(big, attrs)[0][1:] == ("_warm", ("matmul", "float32"))
+        assert matmul.warm(stack, attrs)[0][1:] == ("_warm_batched", ("batched", "float32"))
+    lstm = registry.get_op("lstm_layer")
+    la = lstm.default_attrs
+    x, W, R = (TensorType(s, f32) for s in ((32, 32, 64), (64, 512), (128, 512)))
+    assert lstm.warm([x, W, R], la) == (("samediff.kernels.recurrent", "_warm_forward",
+                                         ("lstm", "float32")),)
+    assert registry.get_op("lstm_layer_grad").warm([x, W, R], la)[0][1] == "_warm_backward"
+    f64 = [TensorType(t.shape, np.dtype(np.float64)) for t in (x, W, R)]
+    assert lstm.warm(f64, la) == ()  # float64 LSTMs take numpy's route: nothing to warm
+    tiny = [TensorType((32, 1, 64), f32), W, TensorType((8, 32), f32)]
+    assert lstm.warm(tiny, la) == ()  # below KERNEL_MIN_WORK

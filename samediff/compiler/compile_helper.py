@@ -17,9 +17,11 @@ compiles the others:
   disk cache (~5 ms) instead of compiling; a step the helper has in hand when this process
   reaches it is waited for; a step the helper failed (or a helper that died or hung) is
   compiled here, so the result never depends on the helper;
-* a new helper first warms the kernels layer's own functions that a float32 step meets when
-  it first runs, after its kernels compiled (``PRELUDE``: the split hand-off, the private
-  BLAS's matmul halves, the finite check), so that run loads them.
+* the helper first runs the kernels layer's warm-ups that the plan's library steps will meet
+  when the plan first runs (``OpDef.warm``: the private BLAS's matmul halves, the LSTM's time
+  loops...), and a new helper before them the split hand-off and the finite check
+  (``PRELUDE``); when this process is through its steps it runs the plan's warm-ups the
+  helper has not started, and waits only for the job the helper has in hand.
 
 The machine code is the same either way (one LLVM, one CPU, one source), so results are bit
 for bit those of a one-process compile. ``ND4PY_COMPILE_HELPER=0`` turns the helper off; it
@@ -33,6 +35,7 @@ is off on a machine with one usable core, and for fewer than ``MIN_COLD`` kernel
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import pickle
 import subprocess
@@ -40,6 +43,8 @@ import sys
 import threading
 from collections import deque
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 #: the helper exits after this long without work (a later plan starts a new one)
 IDLE_SECONDS = 60.0
@@ -51,14 +56,13 @@ MIN_COLD = 3
 #: (module, warm function, its key) that a new helper runs first (``kernels.compiling.ready``'s
 #: warm-ups: each compiles a kernels-layer function into the disk cache, or loads it)
 PRELUDE = (("samediff.kernels.split", "_warm", ("split",)),
-           ("samediff.kernels.matmul", "_warm", ("matmul", "float32")),
-           ("samediff.kernels.matmul", "_warm_batched", ("batched", "float32")),
            ("samediff.kernels.finite", "_warm", ("finite", "float32")))
 
 stats = {"helper_spawns": 0, "helper_compiles": 0, "helper_failures": 0}
 
 _lock = threading.Lock()     # one plan at a time uses the helper; others compile alone
 _helper: "_Helper | None" = None
+_warmed: set = set()         # warm-ups run (or handed to a helper) in this process
 
 
 def enabled() -> bool:
@@ -87,9 +91,13 @@ def job(source: str, dispatcher: Any, name: str, args: Sequence[Any]) -> tuple |
     return source, name, tuple(numba.typeof(a) for a in args)
 
 
-def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], None]) -> None:
+def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], None],
+                 warmups: Sequence[tuple] = ()) -> None:
     """``compile_here(k)`` for every step ``k`` in order, with the helper compiling cold steps
-    (``jobs[k]`` not None) from the back meanwhile, when that is worth it (module docstring)."""
+    (``jobs[k]`` not None) from the back meanwhile, when that is worth it (module docstring).
+    ``warmups``: the kernels layer's warm-ups the plan's library steps will run
+    (``OpDef.warm``: (module, function, key)); the helper takes them before any step, and
+    this process runs what is left of them after its steps, each once per process."""
     cold = [k for k, j in enumerate(jobs) if j is not None]
     if len(cold) < MIN_COLD or not enabled() or not _lock.acquire(blocking=False):
         for k in range(len(jobs)):
@@ -101,34 +109,51 @@ def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], Non
             for k in range(len(jobs)):
                 compile_here(k)
             return
-        _two_ended(jobs, cold, helper, compile_here)
+        _two_ended(jobs, cold, [w for w in dict.fromkeys(warmups) if w not in _warmed],
+                   helper, compile_here)
     finally:
         _lock.release()
 
 
-def _two_ended(jobs: Sequence[tuple | None], cold: list, helper: "_Helper",
+def warm_here(warmup: tuple) -> None:
+    """Run one warm-up (module, function, key) in this process."""
+    module, function, (family, *dtypes) = warmup
+    key = (family, *(np.dtype(d) for d in dtypes))
+    getattr(importlib.import_module(module), function)(key)
+
+
+def _two_ended(jobs: Sequence[tuple | None], cold: list, warmups: list, helper: "_Helper",
                compile_here: Callable[[int], None]) -> None:
     # steps with the same kernel (a repeated block, an update per parameter group) are one job
     unclaimed = deque(dict.fromkeys(jobs[k] for k in cold))
+    warm = deque(warmups)
     busy: set = set()          # jobs the helper has in hand
     changed = threading.Condition()
 
+    steps_done = threading.Event()  # this process is through its steps: take no more work
+
     def feed() -> None:
-        while helper.prelude:
+        while helper.prelude and not steps_done.is_set():
             if not helper.compile(("warm", *helper.prelude.pop(0))):
                 return
-        while True:
+        while not steps_done.is_set():
             with changed:
-                if not unclaimed:
+                if warm:
+                    todo = warm.popleft()
+                    _warmed.add(todo)
+                    todo = ("warm", *todo)
+                elif unclaimed:
+                    todo = unclaimed.pop()
+                    busy.add(todo)
+                else:
                     return
-                todo = unclaimed.pop()
-                busy.add(todo)
             ok = helper.compile(todo)
             with changed:
                 busy.discard(todo)
                 changed.notify_all()
             if not ok:
                 return  # a failed job is compiled here; a dead helper takes no more
+        # (a prelude left over: the next plan's feeder, or the first run, does it)
 
     feeder = threading.Thread(target=feed, name="nd4py-compile-feeder", daemon=True)
     feeder.start()
@@ -140,7 +165,18 @@ def _two_ended(jobs: Sequence[tuple | None], cold: list, helper: "_Helper",
                 if mine in busy and not changed.wait_for(lambda: mine not in busy, JOB_TIMEOUT):
                     helper.close()  # hung: the feeder's read ends, the step compiles here
         compile_here(k)
-    feeder.join(JOB_TIMEOUT)
+    steps_done.set()
+    while True:  # the warm-ups the helper has not started: here, as the first run would
+        with changed:
+            if not warm:
+                break
+            todo = warm.popleft()
+            _warmed.add(todo)
+        try:
+            warm_here(todo)
+        except Exception:  # noqa: BLE001 - the op's own call meets it and reports it
+            pass
+    feeder.join(JOB_TIMEOUT)  # (its job in hand: the plan's first run may need it)
 
 
 def _running_helper() -> "_Helper | None":
@@ -224,10 +260,6 @@ def serve() -> None:
     exit when the input ends or after ``IDLE_SECONDS`` without a job. A job is a kernel's
     (source, name, argument types), or ("warm", module, function, key) for a ``PRELUDE``
     warm-up."""
-    import importlib
-
-    import numpy as np
-
     from .codegen import load
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # the pipe carries answers only
@@ -238,9 +270,7 @@ def serve() -> None:
             return
         try:
             if job[0] == "warm":
-                _, module, function, (family, *dtype) = job
-                key = (family, *(np.dtype(d) for d in dtype))
-                getattr(importlib.import_module(module), function)(key)
+                warm_here(job[1:])
             else:
                 source, name, signature = job
                 getattr(load(source), name).compile(signature)

@@ -676,9 +676,22 @@ class CompiledPlan:
         jobs = ([s.compile_job(types) for s in ksteps]
                 if len(ksteps) >= compile_helper.MIN_COLD and compile_helper.enabled()
                 else [None] * len(ksteps))
-        compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types))
+        compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types),
+                                    self._warmups(types) if any(jobs) else ())
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
+
+    def _warmups(self, types: Any) -> list:
+        """The kernels-layer warm-ups this plan's library steps will run (``OpDef.warm``)."""
+        out: list = []
+        for step in self.steps:
+            warm = None if isinstance(step, KernelStep) else getattr(step.op, "warm", None)
+            if warm is not None:
+                try:
+                    out += warm([types[i] for i in step.inputs], step.attrs)
+                except Exception:  # noqa: BLE001 - a hint only: the step itself will run
+                    continue
+        return out
 
     def _views_of(self, slots: set) -> set:
         """``slots`` plus every library-call result that may be a view of one of them (numpy's

@@ -367,6 +367,22 @@ def matmul(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False) -> np.
     return np.matmul(a, b) if out is None else out
 
 
+def warmups(x_shape: tuple, y_shape: tuple, dtype: Any) -> tuple:
+    """The warm-ups (module, function, key) a product of these static shapes will run: none
+    when numpy takes it (``describe_route``), else the batched or the 2-D private kernel's.
+
+    >>> warmups((2, 3), (3, 4), np.float32)
+    ()
+    """
+    route = describe_route(x_shape, y_shape, dtype)
+    if not route or route.startswith("numpy"):
+        return ()
+    name = np.dtype(dtype).name
+    if "batched" in route:
+        return ((__name__, "_warm_batched", ("batched", name)),)
+    return ((__name__, "_warm", ("matmul", name)),)
+
+
 def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
     """Which route a product of these static shapes takes, and why (``explain()``), or ``""``
     when it is not a float product of matrices (or stacks of them) with known sizes.

@@ -236,17 +236,31 @@ def backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpe
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) both loops on tiny float32 arguments."""
-    dt, z = np.float32, np.zeros
-    states = [z((2, 1, 1), dt) for _ in range(2)]
-    cell = [z((1, 1, 1), dt) for _ in range(3)]
-    peep, lengths, R = z((3, 1), dt), z(1, np.int64), np.ones((1, 4), dt)
-    lstm_forward(z((4, 1, 1, 1), dt), R, peep, lengths, np.inf, *states, cell[0],
-                 z((4, 1, 1), dt), z((1, 4, 1, 1), dt), cell[1], cell[2], True, 0, 1,
-                 workers.NO_GO)
-    lstm_backward(cell[0], z((1, 1), dt), z((1, 1), dt), R, peep, lengths, np.inf, *states,
-                  z((1, 4, 1, 1), dt), cell[1], cell[2], z((4, 1, 1, 1), dt), z((3, 1), dt),
-                  z((1, 1), dt), z((2, 1, 1), dt), 0, 1, workers.NO_GO)
+    """Compile (or load) both loops on tiny float32 arguments (nothing without the private
+    BLAS: ``available()`` also loads it, which the loops' compile needs)."""
+    _warm_forward(key)
+    _warm_backward(key)
+
+
+def _warm_forward(key: tuple) -> None:
+    """``_warm``'s forward loop alone (a compile helper may take the two at once)."""
+    if available():
+        z, dt = np.zeros, np.float32
+        lstm_forward(z((4, 1, 1, 1), dt), np.ones((1, 4), dt), z((3, 1), dt), z(1, np.int64),
+                     np.inf, z((2, 1, 1), dt), z((2, 1, 1), dt), z((1, 1, 1), dt),
+                     z((4, 1, 1), dt), z((1, 4, 1, 1), dt), z((1, 1, 1), dt),
+                     z((1, 1, 1), dt), True, 0, 1, workers.NO_GO)
+
+
+def _warm_backward(key: tuple) -> None:
+    """``_warm``'s backward loop alone."""
+    if available():
+        z, dt = np.zeros, np.float32
+        lstm_backward(z((1, 1, 1), dt), z((1, 1), dt), z((1, 1), dt), np.ones((1, 4), dt),
+                      z((3, 1), dt), z(1, np.int64), np.inf, z((2, 1, 1), dt),
+                      z((2, 1, 1), dt), z((1, 4, 1, 1), dt), z((1, 1, 1), dt),
+                      z((1, 1, 1), dt), z((4, 1, 1, 1), dt), z((3, 1), dt), z((1, 1), dt),
+                      z((2, 1, 1), dt), 0, 1, workers.NO_GO)
 
 
 def ready(dtype: np.dtype, activations: tuple) -> bool:

@@ -82,14 +82,27 @@ def _matmul(x, y, *, transpose_x, transpose_y, transpose_result):
     return _t(out) if transpose_result and out.ndim >= 2 else out
 
 
-def _matmul_route(types: Any, attrs: Any) -> str:
-    """The route a matmul of these static types takes (``explain()``), or ``""``."""
+def _operand_shapes(types: Any, attrs: Any) -> tuple | None:
+    """(x's shape, y's shape) as the product sees them (transposes applied), or None when
+    the static types are not a float product of matrices or stacks."""
     (x, y) = types
     if x.dtype != y.dtype or len(x.shape) < 2 or len(y.shape) < 2:
-        return ""
+        return None
     xs = _swap_last2(tuple(x.shape)) if attrs.transpose_x else tuple(x.shape)
     ys = _swap_last2(tuple(y.shape)) if attrs.transpose_y else tuple(y.shape)
-    return M.describe_route(xs, ys, x.dtype)
+    return xs, ys
+
+
+def _matmul_route(types: Any, attrs: Any) -> str:
+    """The route a matmul of these static types takes (``explain()``), or ``""``."""
+    shapes = _operand_shapes(types, attrs)
+    return "" if shapes is None else M.describe_route(*shapes, types[0].dtype)
+
+
+def _matmul_warm(types: Any, attrs: Any) -> tuple:
+    """The kernels-layer warm-ups of a matmul at these static types (``OpDef.warm``)."""
+    shapes = _operand_shapes(types, attrs)
+    return () if shapes is None else M.warmups(*shapes, types[0].dtype)
 
 
 # --- gradient rules: given with each op (grad=), written with table ops (call.op) -------------
@@ -147,7 +160,7 @@ _MM_ATTRS = {"transpose_x": (Attr.BOOL, False), "transpose_y": (Attr.BOOL, False
 define("matmul", ["x", "y"],
        probed_infer("matmul", lambda xs, ys, a: matmul_shape(
            xs, ys, a.transpose_x, a.transpose_y, a.transpose_result)),
-       _matmul, attrs=_MM_ATTRS, namespace="base", route=_matmul_route,
+       _matmul, attrs=_MM_ATTRS, namespace="base", route=_matmul_route, warm=_matmul_warm,
        grad=lambda ins, outs, gs, a: list(matmul_grads(
            ins[0], ins[1], gs[0], a.transpose_x, a.transpose_y, a.transpose_result)),
        doc="Matrix product with numpy ``matmul`` semantics (batch dims broadcast, 1-D "

@@ -588,6 +588,23 @@ def _grad_infer(kind: str):
     return infer
 
 
+def _layer_warm(kind: str, loop: str):
+    """``OpDef.warm`` of a layer (``loop`` "forward") or of its gradient ("backward", whose
+    first inputs are the layer's): the warm-up of the compiled LSTM loop it runs when
+    ``Layer.compiled`` takes the loops at these static types (float32, the default
+    activations, enough work per step)."""
+    def warm(types: Any, attrs: Any) -> tuple:
+        x, R = types[0], types[2]
+        if kind != "lstm" or x.dtype != np.float32 or len(x.shape) != 3 or len(R.shape) < 2 \
+                or attrs.activations != layer_attrs(kind)["activations"][1]:
+            return ()
+        batch = x.shape[0] if attrs.data_format in ("NTS", "NST") else x.shape[1]
+        if batch < 0 or R.shape[-2] < 0 or batch * R.shape[-2] < KERNEL_MIN_WORK:
+            return ()
+        return (("samediff.kernels.recurrent", f"_warm_{loop}", ("lstm", "float32")),)
+    return warm
+
+
 def _grad_impl(kind: str):
     def impl(*xs: Any, **attrs: Any) -> tuple:
         a = SimpleNamespace(**attrs)
@@ -602,7 +619,7 @@ for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONN
     define(f"{_kind}_layer", ["*inputs"], _layer_infer(_kind),
            (lambda k: lambda *xs, **a: _forward(k, xs, SimpleNamespace(**a)))(_kind),
            attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
-           grad=_grad_rule(_kind), workspace="keep_workspace" if _kind == "lstm" else None,
+           grad=_grad_rule(_kind), warm=_layer_warm(_kind, "forward"), workspace="keep_workspace" if _kind == "lstm" else None,
            doc=f"A {_title} layer over a sequence: inputs x, W, R and the optional ones named "
                f"by ``given`` (b, seq_len, h0" + (", c0, peephole" if _kind == "lstm" else "")
                + "); data_format TNS/NTS/NST/T2NS, direction fwd/bwd/bidir_*; returns y, "
@@ -610,7 +627,7 @@ for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONN
                            if _kind == "lstm" else "") + ".")
     define(f"{_kind}_layer_grad", ["*inputs"], _grad_infer(_kind), _grad_impl(_kind),
            attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
-           grad=_no_second_order,
+           grad=_no_second_order, warm=_layer_warm(_kind, "backward"),
            doc=f"The gradient of {_kind}_layer (inputs: its inputs, "
                + ("its workspace when keep_workspace, " if _kind == "lstm" else "")
                + "then the gradients of its outputs): the gradients of its float inputs, "

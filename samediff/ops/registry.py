@@ -303,6 +303,10 @@ class OpDef:
     route: Callable[..., str] | None = None  # explain(): route(input types, attrs) says which
                                      # kernel route the op takes at those types and why
                                      # (kernels.routes: matmul's numpy or private BLAS), or ""
+    warm: Callable[..., tuple] | None = None  # warm(input types, attrs): the kernels layer's
+                                     # warm-ups (module, function, key: ``compiling.ready``'s)
+                                     # the op will run at those static types, which a plan's
+                                     # compile helper runs ahead (compiler/compile_helper.py)
     # -- in-place updates (x.addi(y)) --
     into: Callable[..., Any] | None = None  # into(out, *inputs, **attrs) writes the result into
                                      # ``out`` as np.copyto(out, impl(...), casting="same_kind")
