@@ -6,6 +6,8 @@ Each row runs in a fresh process with an empty kernel cache (``ND4PY_CACHE_DIR``
 * **W1** ``gelu(x * a + b)`` on 4M float32 through ``@nd.compile``: calls in a loop;
 * **W3** the 784-256-10 MLP training step (batch 128, SGD) through ``fit``;
 * **W7** the LeNet training step (batch 32, SGD) through ``fit``;
+* **W8** the LSTM training step (T 32, batch 32, in 64, hidden 128, last state -> dense 10,
+  SGD; ``bench_sequence``'s) through ``fit``, over 8 batches repeated;
 * **W9** a pre-LN transformer block's training step (batch 8, seq 128, d 256, 4 heads, GELU
   MLP x4, SGD) through ``fit`` (``workloads.py``), over 8 batches repeated for 12 epochs.
 
@@ -20,7 +22,7 @@ In ``background`` mode the kernels layer's own Numba functions (the private BLAS
 halves, the all-finite check, the convolution and pooling drivers) do not block either: numpy's
 routes run while they compile on the same thread (``samediff/kernels/compiling.py``).
 
-Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7,W9] [--modes sync,background]
+Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7,W8,W9] [--modes sync,background]
 [--json]``.
 """
 from __future__ import annotations
@@ -119,8 +121,31 @@ def _times_w9(mode: str, iterations: int) -> list[float]:
                       mode, iterations, epochs=-(-iterations // batches))
 
 
+def _times_w8(mode: str, iterations: int) -> list[float]:
+    import numpy as np
+    import nd4py as nd
+    from samediff import SameDiff
+    from samediff.training import TrainingConfig
+    from samediff.training.updaters import Sgd
+    sys.path.insert(0, HERE)
+    from bench_sequence import B, C, I, LR, P, T
+    sd = SameDiff.create()
+    x = sd.placeholder("x", nd.FLOAT, -1, T, I)  # batch-major, as fit slices it
+    y = sd.placeholder("y", nd.FLOAT, -1, C)
+    v = {k: sd.var(k, a.copy()) for k, a in P.items()}
+    _, h, _ = sd.rnn.lstm_layer(x, v["W"], v["R"], v["b"], data_format="NTS")
+    sd.loss.softmax_cross_entropy("loss", y, h.mmul(v["Wd"]) + v["bd"])
+    sd.set_training_config(TrainingConfig(updater=Sgd(LR), feature_mapping=["x"],
+                                          label_mapping=["y"]))
+    rng = np.random.default_rng(3)
+    batches = 8
+    xs = rng.normal(size=(batches * B, T, I)).astype(np.float32)
+    ys = np.eye(C, dtype=np.float32)[rng.integers(0, C, batches * B)]
+    return _fit_times(sd, (xs, ys), B, mode, iterations, epochs=-(-iterations // batches))
+
+
 ROWS = {"W1": (_times_w1, 400), "W3": (_times_w3, 400), "W7": (_times_w7, 300),
-        "W9": (_times_w9, 96)}
+        "W8": (_times_w8, 96), "W9": (_times_w9, 96)}
 
 
 def child(row: str, mode: str) -> dict:
@@ -146,7 +171,7 @@ def run_child(row: str, mode: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="W1,W3,W7,W9")
+    parser.add_argument("--rows", default="W1,W3,W7,W8,W9")
     parser.add_argument("--modes", default="sync,background")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

@@ -322,6 +322,36 @@ def test_a_run_with_dropout_is_the_same_bits_run_to_run_even_when_a_worker_is_ki
     client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker
 
 
+def test_a_round_the_scheduler_cancels_runs_again_with_the_same_bits(client, digits,
+                                                                     monkeypatch):
+    """Dask may cancel a round's future while a worker dies ("already forgotten"): the round
+    runs again under new keys, and the model is the bits of an uncancelled run; a round
+    cancelled every time ends in a named error."""
+    from concurrent.futures import CancelledError
+    (x, y), _ = digits
+    kw = dict(epochs=1, batch_size=16, averaging_frequency=4, partitions=2, seed=4, verbose=0)
+    data = (x[:160], y[:160])
+    plain = _dropout_model()
+    fit_distributed(plain, data, client, **kw)
+    real_wait, calls = fit_module._Run._wait, []
+
+    def cancelled_once(self, final, watched, epoch):
+        calls.append(self.count)
+        if len(calls) == 2:  # the second round's first try
+            raise CancelledError("already forgotten")
+        return real_wait(self, final, watched, epoch)
+    monkeypatch.setattr(fit_module._Run, "_wait", cancelled_once)
+    again = _dropout_model()
+    fit_distributed(again, data, client, **kw)
+    assert calls[1] == calls[2] == 1 and _same(plain, again)
+
+    def always_cancelled(self, final, watched, epoch):
+        raise CancelledError("already forgotten")
+    monkeypatch.setattr(fit_module._Run, "_wait", always_cancelled)
+    with pytest.raises(DistributedTrainingError, match="cancelled by the scheduler 3 time"):
+        fit_distributed(_dropout_model(), data, client, retries=2, **kw)
+
+
 # -- dask dataframes as data ------------------------------------------------------------------
 
 def _frames(x, y, npartitions):

@@ -56,6 +56,7 @@ import os
 import sys
 import time
 import uuid
+from concurrent.futures import CancelledError
 from typing import Any, Mapping, Sequence
 
 
@@ -297,15 +298,31 @@ class _Run:
         shared = blob if len(blob) <= EMBED_BYTES else client.scatter(blob, broadcast=True,
                                                                       hash=False)
         t2 = time.perf_counter()
-        tag = f"{self.id}-{self.count}"
-        if self.mode == "average":
-            final, watched, keys = self._average(shared, digest, tag, epoch, start, state.iteration)
-        else:
-            final, watched, keys = self._gradients(shared, digest, tag, epoch, start,
-                                                   state.iteration)
-        self._wait(final, watched, epoch)
-        t3 = time.perf_counter()
-        result = final.result()
+        for attempt in range(self.retries + 1):
+            # (a run again gets keys of its own: the scheduler may still hold the old ones)
+            tag = f"{self.id}-{self.count}" + (f"-again{attempt}" if attempt else "")
+            if self.mode == "average":
+                final, watched, keys = self._average(shared, digest, tag, epoch, start,
+                                                     state.iteration)
+            else:
+                final, watched, keys = self._gradients(shared, digest, tag, epoch, start,
+                                                       state.iteration)
+            try:
+                self._wait(final, watched, epoch)
+                t3 = time.perf_counter()
+                result = final.result()
+                break
+            except CancelledError as exc:
+                # Dask cancels a task it lost track of while a worker died ("already
+                # forgotten"); the round's tasks are pure and seeded by their place in the run,
+                # so running the round again gives the same bits
+                if attempt == self.retries:
+                    raise DistributedTrainingError(
+                        f"fit_distributed: round {self.count} (epoch {epoch}) was cancelled "
+                        f"by the scheduler {attempt + 1} time(s) (workers lost under it?): "
+                        f"{exc}", round=self.count) from exc
+                log.warning("fit_distributed: round %d (epoch %d) was cancelled by the "
+                            "scheduler (%s); running it again", self.count, epoch, exc)
         if self.mode == "gradients":
             result = self._gradient_result(result, watched)
         t4 = time.perf_counter()
