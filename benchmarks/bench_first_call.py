@@ -165,7 +165,10 @@ def run_child(row: str, mode: str) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "ND4PY_CACHE_DIR": cache, "NUMBA_CACHE_DIR": cache}
         out = subprocess.run([sys.executable, __file__, "--child", row, mode], env=env,
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{row} {mode}: the child failed (exit {out.returncode}):\n"
+                           f"{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
