@@ -198,3 +198,34 @@ def test_the_gil_switches_often_while_the_compile_thread_works():
         time.sleep(0.001)
     assert seen == [min(before, compiling.COMPILING_SWITCH_S)]
     assert sys.getswitchinterval() == before
+
+
+EXIT_CHILD = """
+import sys, time
+from samediff.kernels import compiling
+out = sys.argv[1]
+
+def running():
+    time.sleep(0.5)  # (a compile in LLVM, as far as the exit is concerned)
+    open(out + "/ran", "w").close()
+
+def queued():
+    open(out + "/queued", "w").close()
+compiling.submit(running)
+compiling.submit(queued)
+time.sleep(0.1)  # exits with the first job running and the second queued
+"""
+
+
+def test_an_exit_waits_for_the_compile_in_progress_and_drops_the_queued_ones(tmp_path):
+    """A daemon compile thread still inside LLVM while the process's exit handlers ran
+    aborted the process (SIGABRT in MCJIT, 1 exit in 5-10 of a background-mode script)."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run([sys.executable, "-c", EXIT_CHILD, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "ran").exists()
+    assert not (tmp_path / "queued").exists()

@@ -9,7 +9,9 @@ BLAS's matmul halves, ``finite``'s bit counts, the convolution and pooling drive
   default); ``"background"`` and ``"interpret"`` never make a caller wait for Numba;
 * **one compile thread** (``submit``): plan builds and kernel warm-ups queue on it in order,
   each counted in flight for ``forksafe`` (a fork waits for a compile in progress), restarted
-  in a forked child for the jobs still queued;
+  in a forked child for the jobs still queued. At exit the jobs not started are dropped and
+  the one running is waited for (a daemon thread inside LLVM while the process's static
+  destructors run aborts the process);
 * **ready** (``ready(key, warm)``): a kernel-layer route that needs a Numba function asks
   whether it may call it now. In ``"sync"`` mode always (the call compiles if it must). Else
   only once ``warm`` -- a call of the function on tiny arguments of the same Numba types,
@@ -26,6 +28,7 @@ True
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import os
@@ -79,12 +82,24 @@ _lock = threading.Lock()
 _pending = 0  # jobs queued or running
 
 
+#: at exit, how long to wait for the compile in progress (a daemon thread still inside LLVM
+#: when the process's static destructors run aborts the process: seen as SIGABRT in MCJIT's
+#: register allocator while the main thread ran its exit handlers, 1 exit in 5-10 of a
+#: background-mode LSTM training script)
+EXIT_WAIT_S = 60.0
+_exiting = False
+_idle = threading.Event()  # set while no job is queued or running
+_idle.set()
+
+
 def submit(job: Callable[[], None]) -> None:
     """Run ``job()`` on the compile thread, after the jobs queued before it. A job that raises
-    is reported on stderr once and dropped (its callers keep their numpy or interpreter route)."""
+    is reported on stderr once and dropped (its callers keep their numpy or interpreter route).
+    At exit, jobs not started are dropped and the one running is waited for."""
     global _pending, _thread
     with _lock:
         _pending += 1
+        _idle.clear()
         _jobs.put(job)
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
@@ -130,7 +145,8 @@ def _work() -> None:
         with _lock:
             _switch_fast(True)
         try:
-            _run(job)
+            if not _exiting:
+                _run(job)
         except BaseException:  # noqa: BLE001 (the thread must survive a failed job)
             print("nd4py: a background compile failed (its callers keep their numpy route):\n"
                   + traceback.format_exc(), file=sys.stderr)
@@ -139,12 +155,27 @@ def _work() -> None:
                 _pending -= 1
                 if not _pending:
                     _switch_fast(False)
+                    _idle.set()
+
+
+def _finish_at_exit() -> None:
+    """Drop the jobs not started and wait for the one running (``EXIT_WAIT_S``)."""
+    global _exiting
+    _exiting = True
+    if _thread is not None and _thread.is_alive():
+        _idle.wait(EXIT_WAIT_S)
+
+
+atexit.register(_finish_at_exit)
 
 
 def _after_fork_in_child() -> None:
     """The compile thread does not exist in a child: start one for the jobs still queued."""
-    global _thread, _lock, _warming_lock
+    global _thread, _lock, _warming_lock, _idle
     _thread, _lock, _warming_lock = None, threading.Lock(), threading.Lock()
+    _idle = threading.Event()
+    if not _pending:
+        _idle.set()
     if _pending:
         _thread = threading.Thread(target=_work, name="nd4py-compile", daemon=True)
         _thread.start()
