@@ -338,3 +338,32 @@ def test_set_array_between_fits_is_seen_by_the_cached_step():
     r = X.astype(np.float64) @ w0 - Y
     gw = 2 * X.T.astype(np.float64) @ r / len(X)
     np.testing.assert_allclose(sd.get_variable("w").get_arr().numpy(), w0 - 0.1 * gw, rtol=1e-5)
+
+
+@pytest.mark.compiled
+def test_a_training_step_runs_the_executor_in_force_not_the_one_it_first_ran_under():
+    """The step keeps its plans per batch type; the executor in force is part of the key. A
+    Dask worker's cached model had kept the compiled plans of an earlier task and ran them for
+    tasks sent with the interpreter, so a result depended on the worker it ran on."""
+    from samediff import compiler
+    import nd4py as nd
+    sd = SameDiff.create()
+    x = sd.placeholder("x", nd.FLOAT, -1, 4)
+    y = sd.placeholder("y", nd.FLOAT, -1, 3)
+    w = sd.var("w", np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+    sd.loss.mean_squared_error("loss", y, x.mmul(w).tanh())
+    sd.set_training_config(TrainingConfig(updater=Sgd(0.1), feature_mapping=["x"],
+                                          label_mapping=["y"]))
+    step = train_step_for(sd, sd.training_config, ())
+    sd.updater_state.ensure({p: sd.read_value(p) for p in step.params}, step.slots,
+                            sd.training_config.updater.state_init())
+    feeds = {"x": np.ones((8, 4), np.float32), "y": np.zeros((8, 3), np.float32)}
+    kinds = []
+    for executor in ("compiled", "interpreter", "compiled"):
+        previous = compiler.set_executor(executor)
+        try:
+            step.run(feeds, sd.updater_state)
+        finally:
+            compiler.set_executor(previous)
+        kinds.append(next(p.kind for k, p in step._plans.items() if k[2][0] == executor))
+    assert "compiled" in kinds[0] and kinds[1] == "interpreter" and kinds[2] == kinds[0]

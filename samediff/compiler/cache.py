@@ -399,6 +399,14 @@ def _cache_args(plan: Any, owner: Hashable) -> dict:
 PLAN_CACHE = PlanCache()
 
 
+def plan_flavor() -> tuple:
+    """What picks a plan here besides the computation: the executor in force (the
+    ``"interpret"`` compile mode runs the interpreter whatever the executor) and the planner.
+    ``get_plan`` keys the cache by it; a caller keeping plans of its own (a training step)
+    must key them by it too, or a plan built under one executor runs under another."""
+    return ("interpreter" if get_compile_mode() == "interpret" else get_executor()), _planner
+
+
 def get_plan(key: Hashable, nodes: Sequence[Any], input_ids: Sequence[Hashable],
              output_ids: Sequence[Hashable], types: Any, *, exact_shapes: bool = False,
              donate: Mapping | None = None, owner: Hashable = None) -> Any:
@@ -426,9 +434,8 @@ def get_plan(key: Hashable, nodes: Sequence[Any], input_ids: Sequence[Hashable],
     >>> get_plan(key, nodes, ["a", "b"], ["c"], types, exact_shapes=True) is plan
     True
     """
-    planner = _planner
     mode = get_compile_mode()  # (compiler/tiered.py: sync, background or interpret)
-    executor = "interpreter" if mode == "interpret" else get_executor()
+    executor, planner = plan_flavor()
     full = PlanKey(key, executor, planner, exact_shapes,
                    frozenset(donate.items()) if donate else frozenset())
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..array import type_of
 from ..autodiff import grad
-from ..compiler.cache import PLAN_CACHE, Structure
+from ..compiler.cache import PLAN_CACHE, Structure, plan_flavor
 from ..errors import TrainingError
 from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
 from ..ops import TensorType
@@ -263,7 +263,9 @@ class TrainStep:
             shapes.append((arr.shape, arr.dtype))
             if type(arr) is np.ndarray and len(self._accepted) < 64:
                 self._accepted.add((name, arr.shape))
-        key = (fixed[2], tuple(shapes))
+        # (the executor in force too: a plan built under one must not run under another --
+        # a Dask worker's cached model ran the compiled plans of an earlier task's executor)
+        key = (fixed[2], tuple(shapes), plan_flavor())
         if self._generation != PLAN_CACHE.generation:  # nd.clear_cache() ran: plans are gone
             self._plans.clear()
             self._generation = PLAN_CACHE.generation
