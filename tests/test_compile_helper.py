@@ -204,3 +204,31 @@ def test_op_warm_ups_name_the_kernels_their_steps_will_run():
     assert lstm.warm(f64, la) == ()  # float64 LSTMs take numpy's route: nothing to warm
     tiny = [TensorType((32, 1, 64), f32), W, TensorType((8, 32), f32)]
     assert lstm.warm(tiny, la) == ()  # below KERNEL_MIN_WORK
+
+
+def test_convolution_and_pooling_warm_ups_follow_the_route_they_will_take():
+    from samediff.ops import registry
+    from samediff.ops.registry import TensorType
+    f32 = np.dtype(np.float32)
+
+    def t(*shape):
+        return TensorType(shape, f32)
+    conv = registry.get_op("conv2d")
+    a = conv.make_attrs({"data_format": "NCHW", "weights_format": "HWIO"})
+    # LeNet's first layer: one input channel, im2col on every op
+    x, w, g = t(32, 1, 28, 28), t(5, 5, 1, 6), t(32, 6, 24, 24)
+    assert conv.warm([x, w], a) == (("samediff.kernels.cnn", "_warm_conv",
+                                     ("im2col", "float32")),)
+    assert registry.get_op("conv2d_input_grad").warm([g, w, x], a)[0][1] == "_warm_input_grad"
+    assert registry.get_op("conv2d_weight_grad").warm([x, g, w], a)[0][1:] == (
+        "_warm_weight_grad", ("im2col", "float32"))
+    # OIHW weights are read as HWIO; NHWC convolutions take numpy's per-tap GEMMs: none
+    oihw = conv.make_attrs({"data_format": "NCHW", "weights_format": "OIHW"})
+    assert conv.warm([x, t(6, 1, 5, 5)], oihw) == conv.warm([x, w], a)
+    nhwc = conv.make_attrs({"data_format": "NHWC", "weights_format": "HWIO"})
+    assert conv.warm([t(32, 28, 28, 1), w], nhwc) == ()
+    assert conv.warm([TensorType((-1, 1, 28, 28), f32), w], a) == ()  # a batch not known yet
+    pool = registry.get_op("max_pooling2d")
+    pa = pool.make_attrs({"kernel": (2, 2), "stride": (2, 2), "data_format": "NCHW"})
+    assert pool.warm([g], pa)[0][1:] == ("_warm_pool_forward", ("pool2x2", "float32"))
+    assert registry.get_op("max_pooling2d_grad").warm([g, t(32, 6, 12, 12)], pa)[0][1] == "_warm"

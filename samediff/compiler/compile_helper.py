@@ -116,10 +116,13 @@ def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], Non
 
 
 def warm_here(warmup: tuple) -> None:
-    """Run one warm-up (module, function, key) in this process."""
+    """Run one warm-up (module, function, key) in this process, in ``"sync"`` mode (its
+    calls compile now, whatever the mode in force)."""
+    from ..kernels import compiling
     module, function, (family, *dtypes) = warmup
     key = (family, *(np.dtype(d) for d in dtypes))
-    getattr(importlib.import_module(module), function)(key)
+    with compiling.override("sync"):
+        getattr(importlib.import_module(module), function)(key)
 
 
 def _two_ended(jobs: Sequence[tuple | None], cold: list, warmups: list, helper: "_Helper",
@@ -130,13 +133,13 @@ def _two_ended(jobs: Sequence[tuple | None], cold: list, warmups: list, helper: 
     busy: set = set()          # jobs the helper has in hand
     changed = threading.Condition()
 
-    steps_done = threading.Event()  # this process is through its steps: take no more work
+    steps_done = threading.Event()  # this process is through its steps: no more prelude
 
     def feed() -> None:
         while helper.prelude and not steps_done.is_set():
             if not helper.compile(("warm", *helper.prelude.pop(0))):
                 return
-        while not steps_done.is_set():
+        while True:  # (the plan's warm-ups go on after this process's steps: it takes them too)
             with changed:
                 if warm:
                     todo = warm.popleft()

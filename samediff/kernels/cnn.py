@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numba
 import numpy as np
@@ -322,28 +323,72 @@ def _warm(key: tuple) -> None:
     """Compile (or load) the Numba functions of route ``key`` = ``(route, dtype)`` by running
     its ops on tiny NCHW arguments (``compiling.ready``: on the compile thread)."""
     route, dt = key
-    one, two, pads = (1, 1), (2, 2), (0, 0)
-    if route == "winograd":
-        x, w = np.ones((1, 16, 4, 4), dt), np.ones((3, 3, 16, 16), dt)
-        g = conv(x, w, one, "same", one, True)
-        conv_input_grad(g, w, x.shape, one, "same", one, True)
-    elif route == "hwc":
-        x, w = np.ones((2, H.MIN_CHANNELS, 4, 4), dt), np.ones((3, 3, H.MIN_CHANNELS, 2), dt)
-        g = conv(x, w, one, "same", one, True, bias=np.zeros(2, dt), relu=True)
-        conv(x, w, one, "same", one, True)
-        conv_input_grad(g, w, x.shape, one, "same", one, True)
-        conv_weight_grad(x, g, (3, 3), one, "same", one, True)
-    elif route == "im2col":
-        x, w = np.ones((1, 1, 4, 4), dt), np.ones((3, 3, 1, 2), dt)
-        g = conv(x, w, one, pads, one, True)
-        conv(x, w, one, pads, one, True, bias=np.zeros(2, dt), relu=True)
-        conv_input_grad(g, w, x.shape, one, pads, one, True)
-        conv_weight_grad(x, g, (3, 3), one, pads, one, True)
-    else:  # "pool2x2", "pool": the 2x2 kernels, the general adjoint
+    if route in ("pool2x2", "pool"):
+        one, two, pads = (1, 1), (2, 2), (0, 0)
         x = np.ones((1, 1, 4, 4), dt)
         k = two if route == "pool2x2" else (3, 3)
         s = two if route == "pool2x2" else one
         max_pool_grad(x, max_pool(x, k, s, pads, one, True), k, s, pads, one, True)
+        return
+    _warm_conv(key)
+    _warm_input_grad(key)
+    if route != "winograd":  # (no Winograd weight adjoint)
+        _warm_weight_grad(key)
+
+
+def _warm_arrays(key: tuple) -> tuple:
+    """(x, w, padding, g) on which a convolution takes route ``key[0]``: tiny, NCHW, HWIO."""
+    route, dt = key
+    if route == "winograd":
+        x, w, pad = np.ones((1, 16, 4, 4), dt), np.ones((3, 3, 16, 16), dt), "same"
+    elif route == "hwc":
+        x, w = np.ones((2, H.MIN_CHANNELS, 4, 4), dt), np.ones((3, 3, H.MIN_CHANNELS, 2), dt)
+        pad = "same"
+    else:
+        x, w, pad = np.ones((1, 1, 4, 4), dt), np.ones((3, 3, 1, 2), dt), (0, 0)
+    geo = geometry(spatial(x.shape, True), w.shape[:2], (1, 1), pad, (1, 1))
+    return x, w, pad, np.ones(out_shape(x.shape, geo, w.shape[3], True), dt)
+
+
+def _warm_conv(key: tuple) -> None:
+    """``_warm``'s forward convolution alone (a compile helper may take the ops at once)."""
+    x, w, pad, _ = _warm_arrays(key)
+    conv(x, w, (1, 1), pad, (1, 1), True)
+    if key[0] != "winograd":
+        conv(x, w, (1, 1), pad, (1, 1), True, bias=np.zeros(w.shape[3], w.dtype), relu=True)
+
+
+def _warm_input_grad(key: tuple) -> None:
+    """``_warm``'s input adjoint alone."""
+    x, w, pad, g = _warm_arrays(key)
+    conv_input_grad(g, w, x.shape, (1, 1), pad, (1, 1), True)
+
+
+def _warm_weight_grad(key: tuple) -> None:
+    """``_warm``'s weight adjoint alone."""
+    x, w, pad, g = _warm_arrays(key)
+    conv_weight_grad(x, g, w.shape[:2], (1, 1), pad, (1, 1), True)
+
+
+def pool_warmups(x_shape: tuple, kernel: tuple, stride: tuple, padding: Any, dilation: tuple,
+                 cf: bool, dtype: Any, grad: bool = False) -> tuple:
+    """The warm-up of the compiled route a max pooling (``grad``: its adjoint) of these static
+    shapes takes (``OpDef.warm``), or none: the 2x2 windows' kernels, or the adjoint's general
+    one."""
+    if not cf or np.dtype(dtype) not in _NUMBA_DTYPES or min(x_shape) < 0:
+        return ()
+    geo = geometry(spatial(x_shape, cf), kernel, stride, padding, dilation)
+    route = "pool2x2" if _two_by_two(kernel, stride, dilation, geo, x_shape[2:]) else "pool"
+    if route == "pool" and not grad:
+        return ()
+    return ((__name__, "_warm" if grad else "_warm_pool_forward",
+             (route, np.dtype(dtype).name)),)
+
+
+def _warm_pool_forward(key: tuple) -> None:
+    """``_warm``'s 2x2 max pooling forward alone."""
+    x = np.ones((1, 1, 4, 4), key[1])
+    max_pool(x, (2, 2), (2, 2), (0, 0), (1, 1), True)
 
 
 def _ready(route: str, dtype) -> bool:
@@ -503,6 +548,48 @@ def _o_major(w: np.ndarray) -> np.ndarray:
 
 
 @forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/kernels/forksafe.py)
+def _routes(op: str, xshape: tuple, wshape: tuple, geo: Any, stride: tuple, dilation: tuple,
+            cf: bool, dtype: Any, kept: bool = False) -> list:
+    """The compiled routes that apply to convolution ``op`` (``"conv"``, ``"input_grad"``,
+    ``"weight_grad"``) at these shapes, best first, each as (route, its plan or None):
+    ``"winograd"``, ``"hwc"``, ``"im2col"``. ``xshape`` is x's (dx's for the input adjoint),
+    ``wshape`` HWIO; ``kept``: the weights are frozen (``W.applies``). The first whose kernels
+    are ready runs (``_ready``); none: numpy's per-tap GEMMs."""
+    out: list = []
+    c, o = wshape[2], wshape[3]
+    if cf and op == "conv":
+        n, _, oh, ow = out_shape(xshape, geo, o, cf)
+        if W.applies(wshape[:2], stride, dilation, c, o, dtype, n * oh * ow, ow, n, kept):
+            out.append(("winograd", None))
+    elif cf and op == "input_grad":
+        if W.applies(wshape[:2], stride, dilation, o, c, dtype,
+                     xshape[0] * xshape[2] * xshape[3], xshape[3]):
+            out.append(("winograd", None))
+    hwc = _hwc_plan(xshape, wshape, geo, cf, dtype, "input_grad" if op == "input_grad" else "conv")
+    if hwc is not None:
+        out.append(("hwc", hwc))
+    plan = _im2col_plan(xshape, wshape, geo, cf, op, dtype)
+    if plan is not None:
+        out.append(("im2col", plan))
+    return out
+
+
+def conv_warmups(op: str, xshape: tuple, wshape: tuple, stride: tuple, padding: Any,
+                 dilation: tuple, cf: bool, dtype: Any) -> tuple:
+    """The warm-up (module, function, key) of the route a convolution ``op`` of these static
+    shapes takes in ``"sync"`` mode (``_routes``' first; ``OpDef.warm``), or none.
+
+    >>> conv_warmups("conv", (8, 1, 28, 28), (5, 5, 1, 6), (1, 1), (0, 0), (1, 1), True,
+    ...              np.float32)[0][1:]
+    ('_warm_conv', ('im2col', 'float32'))
+    """
+    if np.dtype(dtype) not in _NUMBA_DTYPES or min(*xshape, *wshape) < 0:
+        return ()
+    geo = geometry(spatial(xshape, cf), wshape[:2], stride, padding, dilation)
+    routes = _routes(op, xshape, wshape, geo, stride, dilation, cf, dtype)
+    return ((__name__, f"_warm_{op}", (routes[0][0], np.dtype(dtype).name)),) if routes else ()
+
+
 def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels, then ``max(., 0)``
     if ``relu``), by the route ``choose`` picks; the compiled routes write the bias and the
@@ -514,18 +601,17 @@ def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
         raise ValueError(f"x has {x.shape[1 if cf else 3]} channels, w expects {w.shape[2]}")
     out = np.empty(out_shape(x.shape, geo, w.shape[3], cf), dtype)
     b = np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype).reshape(-1)
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[2], w.shape[3], dtype,
-                        out.shape[0] * out.shape[2] * out.shape[3], out.shape[3],
-                        out.shape[0], frozen.is_frozen(w)) and _ready("winograd", dtype):
-        return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
-    hwc = _hwc_plan(x.shape, w.shape, geo, cf, dtype)
-    if hwc is not None and _ready("hwc", dtype):
-        return _hwc(H.forward, hwc, np.ascontiguousarray(x), _o_major(w), out,
-                    (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
-    plan = _im2col_plan(x.shape, w.shape, geo, cf, "conv", dtype)
-    if plan is not None and _ready("im2col", dtype):
+    for route, plan in _routes("conv", x.shape, w.shape, geo, stride, dilation, cf, dtype,
+                               cf and frozen.is_frozen(w)):
+        if not _ready(route, dtype):
+            continue
+        if route == "winograd":
+            return _winograd(np.ascontiguousarray(x), w, out, (geo[0][0], geo[1][0]), b, relu)
+        args = (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation))
+        if route == "hwc":
+            return _hwc(H.forward, plan, np.ascontiguousarray(x), _o_major(w), out, args)
         return _im2col(I.forward, plan, np.ascontiguousarray(x), _o_major(w), out, geo[1][2],
-                       (b, relu, *_geo_args(geo, w.shape[:2], stride, dilation)))
+                       args)
     taps = _taps(spatial(x.shape, cf), geo, w.shape[:2], stride, dilation, cf)
     out = _gemm_taps(x, lambda i, j: w[i, j], out, taps, cf, tuple(stride) == (1, 1))
     if b.size:
@@ -546,21 +632,18 @@ def conv_input_grad(g, w, xshape, stride, padding, dilation, cf):
     g, w = g.astype(dtype, copy=False), w.astype(dtype, copy=False)
     if g.shape[1 if cf else 3] != w.shape[3] or xshape[1 if cf else 3] != w.shape[2]:
         raise ValueError(f"g {g.shape} / x {xshape} channels do not match w {w.shape}")
-    if cf and W.applies(w.shape[:2], stride, dilation, w.shape[3], w.shape[2], dtype,
-                        xshape[0] * xshape[2] * xshape[3], xshape[3]) \
-            and _ready("winograd", dtype):
-        # the full correlation of g with the flipped kernel, channels swapped
-        flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
-        return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
-                         (2 - geo[0][0], 2 - geo[1][0]), np.zeros(0, dtype))
-    hwc = _hwc_plan(xshape, w.shape, geo, cf, dtype, "input_grad")
-    if hwc is not None and _ready("hwc", dtype):
+    for route, plan in _routes("input_grad", xshape, w.shape, geo, stride, dilation, cf, dtype):
+        if not _ready(route, dtype):
+            continue
+        if route == "winograd":
+            # the full correlation of g with the flipped kernel, channels swapped
+            flipped = np.ascontiguousarray(w[::-1, ::-1].transpose(0, 1, 3, 2))
+            return _winograd(np.ascontiguousarray(g), flipped, np.empty(xshape, dtype),
+                             (2 - geo[0][0], 2 - geo[1][0]), np.zeros(0, dtype))
         w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
-        return _hwc(H.input_grad, hwc, np.ascontiguousarray(g), w2, np.empty(xshape, dtype),
-                    _geo_args(geo, w.shape[:2], stride, dilation))
-    plan = _im2col_plan(xshape, w.shape, geo, cf, "input_grad", dtype)
-    if plan is not None and _ready("im2col", dtype):
-        w2 = np.ascontiguousarray(w.reshape(-1, w.shape[3]))
+        if route == "hwc":
+            return _hwc(H.input_grad, plan, np.ascontiguousarray(g), w2,
+                        np.empty(xshape, dtype), _geo_args(geo, w.shape[:2], stride, dilation))
         return _im2col(I.input_grad, plan, np.ascontiguousarray(g), w2, np.zeros(xshape, dtype),
                        geo[1][2], _geo_args(geo, w.shape[:2], stride, dilation))
     taps = [(i, j, xi, gi) for i, j, gi, xi in _taps(hw, geo, w.shape[:2], stride, dilation, cf)]
@@ -575,17 +658,17 @@ def conv_weight_grad(x, g, kernel, stride, padding, dilation, cf):
     geo = geometry(hw, kernel, stride, padding, dilation)
     dtype = np.result_type(x, g)
     c, o = (x.shape[1], g.shape[1]) if cf else (x.shape[3], g.shape[3])
-    hwc = _hwc_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, dtype)
-    if hwc is not None and _ready("hwc", dtype):
+    for route, plan in _routes("weight_grad", x.shape, (kernel[0], kernel[1], c, o), geo, stride,
+                               dilation, cf, dtype):
+        if not _ready(route, dtype):
+            continue
         x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
-        dw2 = _hwc(H.weight_grad, hwc, np.ascontiguousarray(x), np.ascontiguousarray(g),
-                   (kernel[0] * kernel[1] * c, o), _geo_args(geo, kernel, stride, dilation))
-        return dw2.reshape(kernel[0], kernel[1], c, o)
-    plan = _im2col_plan(x.shape, (kernel[0], kernel[1], c, o), geo, cf, "weight_grad", dtype)
-    if plan is not None and _ready("im2col", dtype):
-        x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
-        dw2 = _im2col(I.weight_grad, plan, np.ascontiguousarray(x), np.ascontiguousarray(g),
-                      None, geo[1][2], _geo_args(geo, kernel, stride, dilation))
+        if route == "hwc":
+            dw2 = _hwc(H.weight_grad, plan, np.ascontiguousarray(x), np.ascontiguousarray(g),
+                       (kernel[0] * kernel[1] * c, o), _geo_args(geo, kernel, stride, dilation))
+        else:
+            dw2 = _im2col(I.weight_grad, plan, np.ascontiguousarray(x), np.ascontiguousarray(g),
+                          None, geo[1][2], _geo_args(geo, kernel, stride, dilation))
         return dw2.reshape(kernel[0], kernel[1], c, o)
     dw = np.zeros((kernel[0], kernel[1], c, o), dtype)
     scratch, gs = _Scratch(dtype), _Scratch(dtype)

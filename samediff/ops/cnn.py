@@ -296,6 +296,27 @@ def _attrs(a: Any) -> dict:
     return dict(vars(a))
 
 
+def _conv_warm(kind: str):
+    """``OpDef.warm`` of ``conv2d`` (kind ``"conv"``) and its adjoints: the kernels-layer
+    warm-up of the route the convolution takes at these static types (ungrouped ones)."""
+    def warm(types: Any, a: Any) -> tuple:
+        if a.groups != 1 or types[0].dtype != types[1].dtype:
+            return ()
+        first, second = (tuple(t.shape) for t in types[:2])
+        wshape = tuple(types[1 if kind != "weight_grad" else 2].shape)
+        hwio = (*wshape[2:], wshape[1], wshape[0]) if a.weights_format == "OIHW" else wshape
+        if kind == "input_grad":  # (g, w, like): x is dx, of like's shape
+            xshape = tuple(types[2].shape)
+        else:
+            xshape = first
+        if kind == "weight_grad":  # (x, g, like): the weights' channels from x and g
+            cax = 1 if _cf(a.data_format) else 3
+            hwio = (*hwio[:2], first[cax], second[cax])
+        return K.conv_warmups(kind, xshape, hwio, a.stride, a.padding, a.dilation,
+                              _cf(a.data_format), types[0].dtype)
+    return warm
+
+
 def channel_dims(fmt: str) -> tuple[int, ...]:
     axes, _ = spatial_axes(fmt)
     return (0, *axes)
@@ -313,21 +334,21 @@ def _conv2d_grad(ins, outs, gs, a):
 
 _GROUP = {"namespace": "cnn", "method": False}
 define("conv2d", ["x", "w", "b?"], _conv_infer("conv2d"), _conv2d, attrs=CONV2D_OP,
-       grad=_conv2d_grad, epilogue="activation", **_GROUP,
+       grad=_conv2d_grad, epilogue="activation", warm=_conv_warm("conv"), **_GROUP,
        doc="2-D convolution (cross-correlation, as ND4J/PyTorch) of ``x`` with ``w`` plus the "
            "optional 1-D bias ``b``. Layouts: ``data_format`` NCHW|NHWC, ``weights_format`` "
            "HWIO ([kH, kW, iC, oC], ND4J) | OIHW (PyTorch/ONNX). ``activation=\"relu\"`` "
            "applies ``max(., 0)`` in the same pass (compiled plans fold a following ``relu`` "
            "into it).")
 define("conv2d_input_grad", ["g", "w", "like"], _like_infer("conv2d_input_grad", 2, ("g", "w")),
-       _conv2d_input_grad, attrs=CONV2D, **_GROUP,
+       _conv2d_input_grad, attrs=CONV2D, warm=_conv_warm("input_grad"), **_GROUP,
        grad=lambda ins, outs, gs, a: [op.conv2d(gs[0], ins[1], **_attrs(a)),
                                       op.conv2d_weight_grad(gs[0], ins[0], ins[1], **_attrs(a)),
                                       None],
        doc="The adjoint of ``conv2d`` in ``x``: ``g`` (conv2d's output gradient) sent back "
            "through ``w`` to an array of ``like``'s shape.")
 define("conv2d_weight_grad", ["x", "g", "like"], _like_infer("conv2d_weight_grad", 2, ("x", "g")),
-       _conv2d_weight_grad, attrs=CONV2D, **_GROUP,
+       _conv2d_weight_grad, attrs=CONV2D, warm=_conv_warm("weight_grad"), **_GROUP,
        grad=lambda ins, outs, gs, a: [op.conv2d_input_grad(ins[1], gs[0], ins[0], **_attrs(a)),
                                       op.conv2d(ins[0], gs[0], **_attrs(a)), None],
        doc="The adjoint of ``conv2d`` in ``w``: the weight gradient for input ``x`` and output "

@@ -127,11 +127,21 @@ def _avg_pool2d_grad(g, like, *, kernel, stride, padding, dilation, data_format,
                            count_include_pad, _cf(data_format))
 
 
+def _max_pool_warm(grad: bool):
+    """``OpDef.warm`` of ``max_pooling2d`` (and, ``grad``, its adjoint): the compiled
+    route's warm-up at these static types (``kernels.cnn.pool_warmups``)."""
+    def warm(types: Any, a: Any) -> tuple:
+        return K.pool_warmups(tuple(types[0].shape), a.kernel, a.stride, a.padding,
+                              a.dilation, _cf(a.data_format), types[0].dtype, grad)
+    return warm
+
+
 define("max_pooling2d", ["x"], pool_infer("max_pooling2d"), _max_pool2d, attrs=POOL2D,
        grad=lambda ins, outs, gs, a: [op.max_pooling2d_grad(ins[0], gs[0], **_attrs(a))],
+       warm=_max_pool_warm(False),
        **_GROUP, doc="Max over each ``kernel`` window (padding never wins).")
 define("max_pooling2d_grad", ["x", "g"], _like_infer("max_pooling2d_grad", 0, ("x", "g")),
-       _max_pool2d_grad, attrs=POOL2D, grad=NONDIFF, **_GROUP,
+       _max_pool2d_grad, attrs=POOL2D, grad=NONDIFF, warm=_max_pool_warm(True), **_GROUP,
        doc="The adjoint of ``max_pooling2d``: each window's ``g`` sent to the input that won "
            "it (the first in row-major order among equal maxima). Not differentiable again.")
 define("avg_pooling2d", ["x"], pool_infer("avg_pooling2d"), _avg_pool2d, attrs=AVG2D,
