@@ -76,6 +76,34 @@ def enabled() -> bool:
     return cores >= 2
 
 
+class FirstCall:
+    """Stands in for a kernel module: records the first kernel call (name, arguments)
+    instead of running it (``plan.KernelStep.compile_job``)."""
+
+    def __init__(self) -> None:
+        self.call: tuple | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any) -> None:
+            if self.call is None:
+                self.call = (name, args)
+        return record
+
+
+def warmups(library_steps: Sequence[Any], types: Any) -> list:
+    """The kernels-layer warm-ups these library steps (plan nodes) will run at their static
+    types (``OpDef.warm``)."""
+    out: list = []
+    for step in library_steps:
+        warm = getattr(step.op, "warm", None)
+        if warm is not None:
+            try:
+                out += warm([types[i] for i in step.inputs], step.attrs)
+            except Exception:  # noqa: BLE001 - a hint only: the step itself will run
+                continue
+    return out
+
+
 def job(source: str, dispatcher: Any, name: str, args: Sequence[Any]) -> tuple | None:
     """The helper's job for the call ``dispatcher(*args)`` of kernel ``name`` in the module
     loaded from ``source``: (source, name, Numba argument types), or None when it needs no
@@ -284,4 +312,5 @@ def serve() -> None:
         out.flush()
 
 
-__all__ = ["IDLE_SECONDS", "MIN_COLD", "compile_each", "enabled", "job", "serve", "stats"]
+__all__ = ["IDLE_SECONDS", "MIN_COLD", "FirstCall", "compile_each", "enabled", "job", "serve",
+           "stats", "warm_here", "warmups"]

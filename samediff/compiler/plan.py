@@ -58,20 +58,6 @@ _strict = os.environ.get("ND4PY_STRICT", "") not in ("", "0")
 _WEAK_SAMPLE = {"f": 1.0, "i": 1, "u": 1, "b": True}  # Python scalars of each kind
 
 
-class _FirstCall:
-    """Stands in for a kernel module: records the first kernel call (name, arguments)
-    instead of running it (``KernelStep.compile_job``)."""
-
-    def __init__(self) -> None:
-        self.call: tuple | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        def record(*args: Any) -> None:
-            if self.call is None:
-                self.call = (name, args)
-        return record
-
-
 class CompilationError(NdError, RuntimeError):
     """Strict mode: a group could not be compiled."""
 
@@ -344,7 +330,7 @@ class KernelStep:
         """What a helper process would compile for this step (``compile_helper.job``: the
         warm-up's kernel call, recorded here without running it), or None: nothing to
         compile, or a failure that ``compile`` will meet and report itself."""
-        recorder = _FirstCall()
+        recorder = compile_helper.FirstCall()
         try:
             source = self.source()
             self._module = load(source)  # (``compile`` takes it from here)
@@ -677,21 +663,11 @@ class CompiledPlan:
                 if len(ksteps) >= compile_helper.MIN_COLD and compile_helper.enabled()
                 else [None] * len(ksteps))
         compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types),
-                                    self._warmups(types) if any(jobs) else ())
+                                    compile_helper.warmups([s for s in self.steps
+                                                            if not isinstance(s, KernelStep)],
+                                                           types) if any(jobs) else ())
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
-
-    def _warmups(self, types: Any) -> list:
-        """The kernels-layer warm-ups this plan's library steps will run (``OpDef.warm``)."""
-        out: list = []
-        for step in self.steps:
-            warm = None if isinstance(step, KernelStep) else getattr(step.op, "warm", None)
-            if warm is not None:
-                try:
-                    out += warm([types[i] for i in step.inputs], step.attrs)
-                except Exception:  # noqa: BLE001 - a hint only: the step itself will run
-                    continue
-        return out
 
     def _views_of(self, slots: set) -> set:
         """``slots`` plus every library-call result that may be a view of one of them (numpy's

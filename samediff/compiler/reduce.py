@@ -87,8 +87,10 @@ def leading_sum(node: Any, types: Sequence[TensorType]) -> int | None:
     if g.dtype not in FLOATS or out.dtype != g.dtype or g.weak or any(d < 0 for d in g.shape):
         return None
     lead = len(g.shape) - len(out.shape)
+    # (not over a single row, which the plan cache's broadcast patterns tell apart; an empty
+    # batch fuses as any other size does, since plans are shared across sizes)
     if lead < 1 or tuple(g.shape[lead:]) != tuple(out.shape) \
-            or int(np.prod(g.shape[:lead], dtype=np.int64)) < 2:
+            or int(np.prod(g.shape[:lead], dtype=np.int64)) == 1:
         return None
     return lead
 
