@@ -127,20 +127,17 @@ def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], Non
     (``OpDef.warm``: (module, function, key)); the helper takes them before any step, and
     this process runs what is left of them after its steps, each once per process."""
     cold = [k for k, j in enumerate(jobs) if j is not None]
-    if len(cold) < MIN_COLD or not enabled() or not _lock.acquire(blocking=False):
-        for k in range(len(jobs)):
-            compile_here(k)
-        return
-    try:
-        helper = _running_helper()
-        if helper is None:
-            for k in range(len(jobs)):
-                compile_here(k)
-            return
-        _two_ended(jobs, cold, [w for w in dict.fromkeys(warmups) if w not in _warmed],
-                   helper, compile_here)
-    finally:
-        _lock.release()
+    if len(cold) >= MIN_COLD and enabled() and _lock.acquire(blocking=False):
+        try:
+            helper = _running_helper()
+            if helper is not None:
+                _two_ended(jobs, cold, [w for w in dict.fromkeys(warmups) if w not in _warmed],
+                           helper, compile_here)
+                return
+        finally:
+            _lock.release()
+    for k in range(len(jobs)):  # alone: too little to share, no second core, or no helper
+        compile_here(k)
 
 
 def warm_here(warmup: tuple) -> None:
@@ -160,10 +157,11 @@ def _two_ended(jobs: Sequence[tuple | None], cold: list, warmups: list, helper: 
     warm = deque(warmups)
     busy: set = set()          # jobs the helper has in hand
     changed = threading.Condition()
-
     steps_done = threading.Event()  # this process is through its steps: no more prelude
 
     def feed() -> None:
+        """Prelude (while this process still has steps), the plan's warm-ups, then steps
+        from the back; a prelude left over goes to the next plan's feeder."""
         while helper.prelude and not steps_done.is_set():
             if not helper.compile(("warm", *helper.prelude.pop(0))):
                 return
@@ -184,7 +182,6 @@ def _two_ended(jobs: Sequence[tuple | None], cold: list, warmups: list, helper: 
                 changed.notify_all()
             if not ok:
                 return  # a failed job is compiled here; a dead helper takes no more
-        # (a prelude left over: the next plan's feeder, or the first run, does it)
 
     feeder = threading.Thread(target=feed, name="nd4py-compile-feeder", daemon=True)
     feeder.start()
@@ -289,8 +286,8 @@ def _wait_for_input(stream: Any, seconds: float) -> bool:
 def serve() -> None:
     """The helper's loop: compile each job into the disk cache and answer (ok, message);
     exit when the input ends or after ``IDLE_SECONDS`` without a job. A job is a kernel's
-    (source, name, argument types), or ("warm", module, function, key) for a ``PRELUDE``
-    warm-up."""
+    (source, name, argument types), or ("warm", module, function, key) for a warm-up
+    (``PRELUDE``'s or an op's, ``warm_here``)."""
     from .codegen import load
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # the pipe carries answers only
