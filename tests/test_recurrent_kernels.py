@@ -67,16 +67,29 @@ CASES = [
 ]
 
 
+SPLITS = [pytest.param(CASES[k], s, id=f"{CASES[k].id}-{s}")
+          for k in range(len(CASES)) for s in ("whole", "halves")]
+# one example: its hidden units in two halves, one per thread in step (``by_units``)
+SPLITS.append(pytest.param(CASES[-1], "units", id=f"{CASES[-1].id}-units"))
+SPLITS.append(pytest.param(_case("bwd", lengths=True, batch=1), "units", id="bwd-len-b1-units"))
+
+
 @pytest.mark.heavy(seconds=6)
-@pytest.mark.parametrize("split", [False, True], ids=["whole", "halves"])
-@pytest.mark.parametrize("inputs, attrs", CASES)
-def test_compiled_loops_equal_the_numpy_route(inputs, attrs, split, monkeypatch):
+@pytest.mark.parametrize("case, split", SPLITS)
+def test_compiled_loops_equal_the_numpy_route(case, split, monkeypatch):
     """Also with the batch in two halves, one per thread (``SPLIT_MIN_WORK``): each half runs
-    its examples through every step, per-example lengths included."""
+    its examples through every step, per-example lengths included; and one example with its
+    hidden units in two halves (``UNIT_SPLIT_MIN_HIDDEN``)."""
     from samediff.kernels import recurrent as kernels
-    monkeypatch.setattr(kernels, "SPLIT_MIN_WORK", 0 if split else 1 << 62)
+    inputs, attrs = case.values
+    monkeypatch.setattr(kernels, "SPLIT_MIN_WORK", 1 << 62 if split == "whole" else 0)
+    monkeypatch.setattr(kernels, "UNIT_SPLIT_MIN_HIDDEN", 2 if split == "units" else 1 << 30)
+    calls = []
+    real = kernels._forward_units
+    monkeypatch.setattr(kernels, "_forward_units", lambda *a: calls.append(1) or real(*a))
     want_outs, want_grads = run(inputs, attrs, 10**9, monkeypatch)  # numpy route
     got_outs, got_grads = run(inputs, attrs, 1, monkeypatch)        # compiled loops
+    assert bool(calls) == (split == "units")
     for got, want in zip((*got_outs, *got_grads), (*want_outs, *want_grads)):
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
@@ -129,3 +142,29 @@ def test_gradients_read_the_forward_workspace_instead_of_running_the_layer_again
     _, want = gradients(10**9)
     for name in want:
         np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=2e-5, atol=2e-5)
+
+
+def test_halves_of_units_give_the_same_bits_with_or_without_the_helper(monkeypatch):
+    """The helper's half of every step is the caller's code on the same data: a layer run with
+    the helper taking halves, and with ``ND4PY_WORKERS=1``'s serial halves, agree bit for
+    bit, and an example past its length keeps its state."""
+    from samediff.kernels import recurrent as kernels
+    from samediff.kernels import workers
+    steps, hidden = 64, 128
+    zx, R = f32(4, steps, 1, hidden), f32(hidden, 4 * hidden) * 0.1
+
+    def run_layer():
+        hs, cs = np.zeros((2, steps + 1, 1, hidden), np.float32)
+        ys = np.empty((steps, 1, hidden), np.float32)
+        tape = [np.empty((steps, 4, 1, hidden), np.float32),
+                np.empty((steps, 1, hidden), np.float32), np.empty((steps, 1, hidden), np.float32)]
+        kernels.forward(zx, R, np.zeros((3, hidden), np.float32), np.array([50]), np.inf, hs,
+                        cs, ys, None, *tape, True)
+        return ys, hs, cs, *tape
+    assert kernels.by_units(steps, 1, hidden)
+    both = run_layer()
+    monkeypatch.setattr(workers, "_ENABLED", False)
+    serial = run_layer()
+    for a, b in zip(both, serial):
+        assert np.array_equal(a, b)
+    assert not np.any(both[0][50:]) and np.array_equal(both[1][51:], both[1][50:-1])

@@ -33,7 +33,7 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "await_claim",
-           "load", "ns_per_spin"]
+           "load", "ns_per_spin", "pause"]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -108,6 +108,10 @@ else:
     @numba.njit(nogil=True, inline="always")
     def _yield_cpu() -> None:
         _sched_yield()
+
+
+#: the spin-loop hint, for Numba loops that poll flags of their own (``kernels/recurrent.py``)
+pause = _spin_hint
 
 
 @numba.njit(nogil=True, cache=True)

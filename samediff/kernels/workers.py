@@ -130,7 +130,7 @@ class _Helper:
         self.busy = threading.Lock()  # held by the caller whose job the helper runs
         self.flags = np.zeros(40, np.int64)
         self.wake = threading.Condition(threading.Lock())
-        self.spins = int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
+        self.spins = poll_count()
         self.ticket = 0
         self.job: tuple[int, Callable[[], None]] | None = None
         self.failure: tuple[int, BaseException] | None = None
@@ -235,6 +235,11 @@ class _Helper:
 
 _helper: _Helper | None = None
 _start = threading.Lock()
+
+
+def poll_count() -> int:
+    """How many polls of a flag take ``SPIN_US`` microseconds (``spin.ns_per_spin``)."""
+    return int(SPIN_US * 1000 / spin.ns_per_spin()) if SPIN_US > 0 else 0
 
 
 def enabled() -> bool:

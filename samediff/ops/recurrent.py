@@ -285,14 +285,15 @@ class _Direction:
             zx += self.b_in
         return zx[order] if order is not None else zx
 
-    def compiled(self, dtype: np.dtype, batch: int) -> bool:
+    def compiled(self, dtype: np.dtype, batch: int, steps: int = 0) -> bool:
         """Run the compiled time loops (``kernels/recurrent.py``: float32 LSTMs with the default
         activations)? Layers smaller
         than ``KERNEL_MIN_WORK`` take the numpy route: they never wait for a compile."""
         if self.kind != "lstm" or batch * self.w.R.shape[0] < KERNEL_MIN_WORK:
             return False
         from ..kernels import recurrent as kernels  # (imports Numba: only when one runs)
-        return kernels.ready(dtype, tuple(a[0] for a in self.w.acts))
+        return kernels.ready(dtype, tuple(a[0] for a in self.w.acts), steps, batch,
+                             self.w.R.shape[0])
 
     def run(self, zx: np.ndarray, lengths: np.ndarray | None, keep: bool,
             workspace: np.ndarray | None = None) -> tuple:
@@ -461,7 +462,7 @@ def _run_layer(kind: str, prepared: tuple, a: Any, tapes: list | None) -> tuple:
     n, xt, lengths = prepared
     steps, batch = xt.shape[:2]
     directions = _directions(kind, a, n)
-    compiled = directions[0].compiled(xt.dtype, batch)  # (the same for both directions)
+    compiled = directions[0].compiled(xt.dtype, batch, steps)  # (the same for both)
     hidden = directions[0].w.R.shape[0]
     keep_workspace = getattr(a, "keep_workspace", False)
     per_direction = _tape_size(steps, batch, hidden)
@@ -599,9 +600,15 @@ def _layer_warm(kind: str, loop: str):
                 or attrs.activations != layer_attrs(kind)["activations"][1]:
             return ()
         batch = x.shape[0] if attrs.data_format in ("NTS", "NST") else x.shape[1]
-        if batch < 0 or R.shape[-2] < 0 or batch * R.shape[-2] < KERNEL_MIN_WORK:
+        hidden = R.shape[-2]
+        if batch < 0 or hidden < 0 or batch * hidden < KERNEL_MIN_WORK:
             return ()
-        return (("samediff.kernels.recurrent", f"_warm_{loop}", ("lstm", "float32")),)
+        warm = [("samediff.kernels.recurrent", f"_warm_{loop}", ("lstm", "float32"))]
+        steps = x.shape[{"TNS": 0, "T2NS": 0, "NTS": 1, "NST": 2}[attrs.data_format]]
+        from ..kernels.recurrent import by_units  # (imports Numba: plans are being built)
+        if loop == "forward" and steps >= 0 and by_units(steps, batch, hidden):
+            warm.append(("samediff.kernels.recurrent", "_warm_units", ("lstm_units", "float32")))
+        return tuple(warm)
     return warm
 
 
