@@ -292,3 +292,19 @@ def test_fork_handler_gives_up_after_wait_s_with_a_warning(monkeypatch):
         stuck.join(5.0)
     assert any("still running" in str(w.message) for w in caught), caught
     assert forksafe.in_flight() == 0
+
+
+def test_the_kernel_drivers_that_call_a_blas_are_guarded():
+    """The drivers that may call a BLAS (ours or numpy's threaded one) or hand work to the
+    helper, each marked ``guarded``. A decorator left on a helper function inserted above
+    ``cnn.conv`` once left the convolution unguarded: a fork during its per-tap GEMMs on
+    numpy's pool then hung the parent (the scenario above, in 3 runs of 4)."""
+    from samediff.kernels import cnn, compiling, recurrent
+    from samediff.ops import attention, cnn_depthwise, linalg, nn
+    from samediff.ops import recurrent as recurrent_ops
+    drivers = [cnn.conv, cnn.conv_input_grad, cnn.conv_weight_grad, recurrent.forward,
+               recurrent.backward, recurrent_ops._forward, recurrent_ops._backward,
+               linalg._matmul, linalg._tensor_mmul, nn._linear, compiling._run,
+               cnn_depthwise.depthwise_input_grad, cnn_depthwise.depthwise_weight_grad,
+               attention._sdpa, attention._sdpa_backward]
+    assert [d.__name__ for d in drivers if not forksafe.is_guarded(d)] == []

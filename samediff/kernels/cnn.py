@@ -547,7 +547,6 @@ def _o_major(w: np.ndarray) -> np.ndarray:
         w.transpose(3, 0, 1, 2)).reshape(w.shape[3], -1))
 
 
-@forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/kernels/forksafe.py)
 def _routes(op: str, xshape: tuple, wshape: tuple, geo: Any, stride: tuple, dilation: tuple,
             cf: bool, dtype: Any, kept: bool = False) -> list:
     """The compiled routes that apply to convolution ``op`` (``"conv"``, ``"input_grad"``,
@@ -590,6 +589,7 @@ def conv_warmups(op: str, xshape: tuple, wshape: tuple, stride: tuple, padding: 
     return ((__name__, f"_warm_{op}", (routes[0][0], np.dtype(dtype).name)),) if routes else ()
 
 
+@forksafe.guarded  # GEMMs and the helper: a fork waits for them (samediff/kernels/forksafe.py)
 def conv(x, w, stride, padding, dilation, cf, bias=None, relu=False):
     """``x`` (*) ``w`` [kH, kW, C, O] (+ ``bias`` [O] along the channels, then ``max(., 0)``
     if ``relu``), by the route ``choose`` picks; the compiled routes write the bias and the

@@ -42,7 +42,7 @@ import threading
 import warnings
 from typing import Callable, TypeVar
 
-__all__ = ["guarded", "in_flight", "nested_thread", "WAIT_S"]
+__all__ = ["guarded", "is_guarded", "in_flight", "nested_thread", "WAIT_S"]
 
 #: longest the fork handler waits for in-flight kernels before it lets the fork go on (with
 #: a RuntimeWarning): a kernel that needs something the forking thread holds (a lock of the
@@ -104,7 +104,17 @@ def guarded(fn: F) -> F:
             if _forks:
                 with _lock:
                     _changed.notify_all()
+    wrapper.fork_guarded = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def is_guarded(fn: Callable) -> bool:
+    """Was ``fn`` made by ``guarded`` (a test checks the kernel drivers that call a BLAS)?
+
+    >>> is_guarded(guarded(sum)), is_guarded(sum)
+    (True, False)
+    """
+    return getattr(fn, "fork_guarded", False) is True
 
 
 def nested_thread() -> None:
