@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from .errors import GradientError  # noqa: F401  (raised here; importers may take it from here)
 from .ir import Graph
 from .ops.call import op
-from .ops.registry import NONDIFF
+from .ops.registry import _DIFFERENTIATED, NONDIFF
 from .recorder import GraphRecorder, GraphValue
 
 
@@ -99,8 +99,12 @@ def grad(graph: Graph, losses: list[str], wrt: list[str], scope: str = "grad",
     # scratch copy, then keep only what the requested gradients need.
     scratch = graph.copy()
     rec = GraphRecorder(scratch)
-    with scratch.name_scope(scope):
-        totals = _backward(rec, forward, losses, wrt, depends, needed, seeds or {})
+    differentiated = _DIFFERENTIATED.set(frozenset(depends))  # (``needs_gradient``)
+    try:
+        with scratch.name_scope(scope):
+            totals = _backward(rec, forward, losses, wrt, depends, needed, seeds or {})
+    finally:
+        _DIFFERENTIATED.reset(differentiated)
     result: dict[str, str] = {}
     renamed: dict[str, str] = {}  # one value may be the gradient of several variables
     for name, total in totals.items():

@@ -143,8 +143,9 @@ def rnn_ref(*inputs, **attrs):
 
 
 def _grad_ref(forward):
-    """The gradient op's reference: ``d sum(out_k * g_k) / d input`` by the complex step."""
-    def ref(*inputs, **attrs):
+    """The gradient op's reference: ``d sum(out_k * g_k) / d input`` by the complex step
+    (zeros for x with ``input_grad=False``: nothing needs that gradient)."""
+    def ref(*inputs, input_grad=True, **attrs):
         count = 3 + len(attrs["given"])
         ins, cts = [np.asarray(v) for v in inputs[:count]], inputs[count:]
         names = ("x", "W", "R", *attrs["given"])
@@ -153,7 +154,7 @@ def _grad_ref(forward):
             if name == "seq_len":
                 continue
             grad = np.zeros(ins[k].shape)
-            for j in range(ins[k].size):
+            for j in range(ins[k].size if name != "x" or input_grad else 0):
                 probe = [v.astype(complex) if m != "seq_len" else v for m, v in zip(names, ins)]
                 probe[k].flat[j] += 1e-30j
                 outs = forward(*probe, **attrs)
@@ -206,6 +207,8 @@ def recurrent_samples(S):
                u(2, B, H), u(2, B, H)],
               {"given": ("b",), "data_format": "NTS", "direction": "bidir_concat",
                "gate_order": "onnx"}, _grad_ref(lstm_ref)),
+            S([u(T, B, I), u(I, 4 * H), u(H, 4 * H), u(T, B, H), u(B, H), u(B, H)],
+              {"input_grad": False}, _grad_ref(lstm_ref)),
         ],
         "gru_layer_grad": [
             S([u(T, B, I), u(I, 3 * H), u(H, 3 * H), u(3 * H), u(B, H), u(T, B, H), u(B, H)],

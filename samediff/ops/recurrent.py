@@ -46,7 +46,7 @@ from .call import op
 from .cnn_attrs import choice
 from .families import Attr
 from .recurrent_cells import CELLS, Grads, StepWeights, activations_kind
-from .registry import AttrKind, TensorType, define
+from .registry import AttrKind, TensorType, define, needs_gradient
 
 #: the optional inputs in the order they follow x, W, R (ND4J lstmLayer's order)
 OPTIONAL = ("b", "seq_len", "h0", "c0", "peephole")
@@ -536,7 +536,9 @@ def _backward(kind: str, arrays: tuple, grads: tuple, a: Any,
             dzx = dzx[order]
         flat = dzx.reshape(steps * batch, -1)
         asleep = isinstance(tape, _KernelTape)  # (the compiled loops: see ``M``)
-        dx += M.matmul(flat, direction.W.T, keep_numpy_asleep=asleep).reshape(steps, batch, n_in)
+        if getattr(a, "input_grad", True):
+            dx += M.matmul(flat, direction.W.T,
+                           keep_numpy_asleep=asleep).reshape(steps, batch, n_in)
         perm, peep_perm = direction.perm, direction.peep_perm
         out["W"].append(_blocks(M.matmul(x2d.T, flat, keep_numpy_asleep=asleep), perm, True))
         out["R"].append(_blocks(acc.R, perm, True))
@@ -571,6 +573,7 @@ def _grad_rule(kind: str):
     def rule(ins: list, outs: list, gs: list, a: Any) -> list:
         workspace = [outs[outputs]] if getattr(a, "keep_workspace", False) else []
         got = getattr(op, f"{kind}_layer_grad")(*ins, *workspace, *gs[:outputs],
+                                                 input_grad=needs_gradient(ins[0].name),
                                                  **dict(vars(a)))
         got = list(got) if isinstance(got, (list, tuple)) else [got]
         names = ("x", "W", "R", *a.given)
@@ -633,9 +636,10 @@ for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONN
                "h_last" + (", c_last (and, with keep_workspace, the tape its gradient reads)"
                            if _kind == "lstm" else "") + ".")
     define(f"{_kind}_layer_grad", ["*inputs"], _grad_infer(_kind), _grad_impl(_kind),
-           attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
+           attrs={**layer_attrs(_kind), "input_grad": (Attr.BOOL, True)}, namespace="rnn", method=False, multi_output=True,
            grad=_no_second_order, warm=_layer_warm(_kind, "backward"),
            doc=f"The gradient of {_kind}_layer (inputs: its inputs, "
                + ("its workspace when keep_workspace, " if _kind == "lstm" else "")
                + "then the gradients of its outputs): the gradients of its float inputs, "
-                 "back through time.")
+                 "back through time (x's zeros when input_grad is false: autodiff says so when "
+                 "x needs none, a placeholder in training).")

@@ -37,6 +37,7 @@ Conventions
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 from dataclasses import dataclass, field
@@ -563,6 +564,24 @@ def describe(types: Sequence[TensorType]) -> str:
 #: ``op.grad`` value for ops through which no gradient flows (integer/bool results, random and
 #: creation ops). Asking for a gradient that can only flow through such ops is an error.
 NONDIFF = "none"
+
+#: the names of the values a gradient may flow into while ``autodiff`` runs the rules (those
+#: downstream of the variables being differentiated); None outside a backward pass
+_DIFFERENTIATED: contextvars.ContextVar[frozenset | None] = contextvars.ContextVar(
+    "differentiated", default=None)
+
+
+def needs_gradient(name: str) -> bool:
+    """In a gradient rule: does the input value ``name`` need its gradient (does it depend on
+    a variable being differentiated)? A rule whose one op computes the gradients of several
+    inputs at once can then skip the work for the others (an LSTM's input, a placeholder,
+    in training). Outside a backward pass: True.
+
+    >>> needs_gradient("x")
+    True
+    """
+    names = _DIFFERENTIATED.get()
+    return names is None or name in names
 
 
 # --------------------------------------------------------------------------------------------
