@@ -155,14 +155,16 @@ def lstm_forward(zx, R, peep, lengths, clip, hs, cs, ys, z, post, raw, oc, keep,
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-def lstm_backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep,
+def lstm_backward(dys, dh, dc, R, RT, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep,
                   dh_buf, saved, b0, b1, go):
     """Back through the steps: ``dys [T, B, H]`` the gradient of every step's output, ``dh``,
     ``dc`` ``[B, H]`` that of the last state (updated in place into the gradient of the
     initial state). Fills ``dz [4, T, B, H]`` (gate-major: the gradient of each step's gate
     pre-activations, which is that of ``zx``) and adds the peepholes' gradient, per example,
     into ``dpeep [3, B * H]``. ``dh_buf [B, H]`` and ``saved [2, B, H]`` are scratch. As the
-    forward: only the examples ``[b0, b1)``."""
+    forward: only the examples ``[b0, b1)``. ``RT [4, H, H]``: each gate's block of ``R``
+    transposed, contiguous (``gate_blocks_transposed``): OpenBLAS multiplied by the
+    transposed view of a block in 1.8x the time (W8's half: 33 against 18.6 us a step)."""
     announce(go)
     steps, batch, hidden = dys.shape[0], dys.shape[1], dys.shape[2]
     size, lo, hi = batch * hidden, b0 * hidden, b1 * hidden
@@ -217,8 +219,7 @@ def lstm_backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz
             gemv(R, row, dh_buf[0], 0.0)
         else:
             for q in range(4):
-                gemm(dz[q, t, b0:b1], R[:, q * hidden:(q + 1) * hidden].T, dh_buf[b0:b1],
-                     1.0 if q else 0.0)
+                gemm(dz[q, t, b0:b1], RT[q], dh_buf[b0:b1], 1.0 if q else 0.0)
         _copy(dh_buf.reshape(size)[lo:hi], gh)
         for e in range(b0, min(b1, lengths.shape[0])):
             if t >= lengths[e]:
@@ -370,14 +371,23 @@ def _forward_units(zx, R, peep, lengths, clip, hs, cs, ys, post, raw, oc, keep) 
     split.on_halves([0, 1], role)
 
 
+def gate_blocks_transposed(R: np.ndarray) -> np.ndarray:
+    """``R [H, 4H]`` as ``[4, H, H]``: gate q's block ``R[:, qH:(q+1)H]`` transposed, each
+    contiguous (what ``lstm_backward`` multiplies the gate gradients by)."""
+    hidden = R.shape[0]
+    return np.ascontiguousarray(R.reshape(hidden, 4, hidden).transpose(1, 2, 0))
+
+
 @forksafe.guarded
 def backward(dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep, dh_buf,
              saved) -> None:
     """``lstm_backward`` over the whole batch, split as ``forward`` splits it."""
-    parts = _halves(dys.shape[0], dys.shape[1], dys.shape[2])
+    steps, batch, hidden = dys.shape
+    RT = gate_blocks_transposed(R) if batch > 1 else np.empty((4, 0, 0), R.dtype)
+    parts = _halves(steps, batch, hidden)
     split.on_halves(parts, lambda p, go: lstm_backward(
-        dys, dh, dc, R, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep, dh_buf, saved,
-        p.start, p.stop, go))
+        dys, dh, dc, R, RT, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep, dh_buf,
+        saved, p.start, p.stop, go))
 
 
 def _warm(key: tuple) -> None:
@@ -413,7 +423,7 @@ def _warm_backward(key: tuple) -> None:
     if available():
         z, dt = np.zeros, np.float32
         lstm_backward(z((1, 1, 1), dt), z((1, 1), dt), z((1, 1), dt), np.ones((1, 4), dt),
-                      z((3, 1), dt), z(1, np.int64), np.inf, z((2, 1, 1), dt),
+                      z((4, 0, 0), dt), z((3, 1), dt), z(1, np.int64), np.inf, z((2, 1, 1), dt),
                       z((2, 1, 1), dt), z((1, 4, 1, 1), dt), z((1, 1, 1), dt),
                       z((1, 1, 1), dt), z((4, 1, 1, 1), dt), z((3, 1), dt), z((1, 1), dt),
                       z((2, 1, 1), dt), 0, 1, workers.NO_GO)
