@@ -115,6 +115,10 @@ def _batched_cases(dtype):
     yield "every other column", r(3, 9, 14)[..., ::2], r(3, 7, 6)
     yield "reversed batch", r(3, 9, 7)[::-1], r(3, 7, 6)
     yield "broadcast operand", np.broadcast_to(r(9, 7), (5, 9, 7)), r(5, 7, 6)
+    yield ("heads of [B, S, H, D] @ their transposes", r(2, 9, 3, 7).transpose(0, 2, 1, 3),
+           r(2, 6, 3, 7).transpose(0, 2, 3, 1))
+    yield ("column-major strided heads @ heads", r(2, 7, 3, 9).transpose(0, 2, 3, 1),
+           r(2, 6, 3, 7).transpose(0, 2, 3, 1))
     yield "empty batch", r(0, 9, 7), r(7, 6)
     yield "empty broadcast batch", r(0, 1, 9, 7), r(3, 7, 6)
 
@@ -127,7 +131,7 @@ def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
     monkeypatch.setattr(M, "MIN_MNK", 1)
     monkeypatch.setattr(M, "SPLIT_MIN_MNK", 1)
     calls = []
-    _spy(monkeypatch, "_slices", lambda args: calls.append(args[6] - args[5]))
+    _spy(monkeypatch, "_slices", lambda args: calls.append(args[8] - args[7]))
     tol = 1e-5 if dtype == np.float32 else 1e-12
     cases = list(_batched_cases(dtype))
     if dtype == np.float64:  # the layouts are float32's: float64 checks the dtype (compiles
@@ -139,6 +143,15 @@ def test_batched_products_equal_numpy_on_every_layout(monkeypatch, dtype):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(np.abs(want).max(
             initial=0), 1), err_msg=name)
     assert len(calls) >= len(cases) - 3 and sum(calls) > 0  # they ran on the private BLAS
+
+
+def test_batched_operands_are_read_where_they_lie():
+    """Permuted attention heads (``[B, S, H, D]`` viewed as ``[B, H, S, D]``, whose batch dims
+    do not merge) are not copied into a stack: the products read them by offsets."""
+    a = RNG.standard_normal((2, 9, 3, 7)).astype(np.float32).transpose(0, 2, 1, 3)
+    flat, offsets, geometry = M._stack(a, (2, 3))
+    assert np.shares_memory(flat, a) and geometry == (9, 7, 21, 1)
+    assert offsets.tolist() == [b * 189 + h * 7 for b in range(2) for h in range(3)]
 
 
 def test_batched_results_are_bit_identical_with_or_without_the_helper(monkeypatch):

@@ -255,18 +255,55 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     return decision.route
 
 
-def _slices_py(a, b, ia, ib, out, lo, hi, go):
-    """``out[i] = a[ia[i]] @ b[ib[i]]`` for the slices ``i`` in ``[lo, hi)`` (``go``: as
-    ``_part``'s): one GEMM each, so a slice's bits do not depend on which half ran it."""
+@numba.njit(cache=True, nogil=True)
+def _dense(g):
+    """Is a matrix of geometry ``g`` (rows, columns, row stride, column stride) contiguous,
+    row- or column-major?"""
+    return (g[3] == 1 and g[2] == g[1]) or (g[2] == 1 and g[3] == g[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_matrix(flat, offset, g, dst):
+    """``dst`` = the matrix of geometry ``g`` at ``offset`` of ``flat``, copied along its unit
+    stride."""
+    rows, cols, rs, cs = g
+    if cs == 1:
+        for r in range(rows):
+            dst[r, :] = flat[offset + r * rs:offset + r * rs + cols]
+    else:
+        for c in range(cols):
+            dst[:, c] = flat[offset + c * cs:offset + c * cs + rows]
+
+
+def _slices_py(a, b, oa, ob, ga, gb, out, lo, hi, go):
+    """``out[i] = A_i @ B_i`` for the products ``i`` in ``[lo, hi)`` (``go``: as ``_part``'s):
+    ``A_i`` is the matrix of ``a`` (a flat view of the operand's memory) at element offset
+    ``oa[i]`` with the geometry ``ga`` = (rows, columns, row stride, column stride, in
+    elements), ``B_i`` likewise; one GEMM each, so a product's bits do not depend on which
+    half ran it."""
     spin.announce(go)
+    size = a.itemsize
+    # both operands strided (attention's q and k^T, permuted views of [B, S, H, D]): A's
+    # matrix is first copied into contiguous scratch
+    pack = not _dense(ga) and not _dense(gb)
+    scratch = np.empty((ga[0], ga[1]) if pack else (0, 0), a.dtype)
     for i in range(lo, hi):
-        blas.gemm(a[ia[i]], b[ib[i]], out[i], 0.0)
+        mat_a = np.lib.stride_tricks.as_strided(a[oa[i]:], (ga[0], ga[1]),
+                                                (ga[2] * size, ga[3] * size))
+        if pack:
+            _copy_matrix(a, oa[i], ga, scratch)
+            mat_a = scratch
+        blas.gemm(mat_a, np.lib.stride_tricks.as_strided(b[ob[i]:], (gb[0], gb[1]),
+                                                         (gb[2] * size, gb[3] * size)),
+                  out[i], 0.0)
 
 
 _INDEX = variants.array(numba.int64, 1, True)
-#: as ``_part``: one variant per dtype for stacks of every layout
+_FLAT = lambda dt: numba.types.Array(dt, 1, "C", readonly=True)  # noqa: E731
+#: as ``_part``: one variant per dtype serves every layout of the operands' matrices
 _slices = variants.PerDtype(_slices_py, lambda dt: (
-    variants.array(dt, 3, True), variants.array(dt, 3, True), _INDEX, _INDEX,
+    _FLAT(dt), _FLAT(dt), _INDEX, _INDEX,
+    numba.types.UniTuple(numba.int64, 4), numba.types.UniTuple(numba.int64, 4),
     variants.array(dt, 3), numba.int64, numba.int64, _GO))
 
 
@@ -276,15 +313,26 @@ def _warm_batched(key: tuple) -> None:
         _slices[key[1]]
 
 
-def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(``x`` as a stack of GEMM operands ``[s, r, c]``, the slice of it each of the
-    ``batch``'s products reads): broadcast batch dims index one slice many times, not copies
-    of it. The stack is a view where the batch dims merge (a batch of matrices, of transposed
-    views of them), else a copy."""
+def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(a flat view of the memory of ``x``'s matrices, the element offset of the matrix each
+    of the ``batch``'s products reads, the matrices' geometry (rows, columns, row stride,
+    column stride)) -- a view, whatever the batch dims' strides: attention's heads, permuted
+    views of ``[B, S, H, D]``, are read where they lie. Broadcast batch dims read one matrix
+    many times. A copy only where a matrix is no BLAS operand (``_blas_operand``) or a stride
+    is negative or not whole elements."""
+    size = x.itemsize
+    if (not x.flags.aligned or any(s < 0 or s % size for s in x.strides)
+            or _blas_operand(x) is not x):
+        x = np.ascontiguousarray(x)
+    strides = [s // size for s in x.strides]
+    span = 1 + sum((n - 1) * s for n, s in zip(x.shape, strides) if n > 0)
+    flat = np.lib.stride_tricks.as_strided(x, (span,), (size,), writeable=False)
     lead = x.shape[:-2]
-    stack = _blas_operand(x.reshape((-1,) + x.shape[-2:]))
-    index = np.arange(stack.shape[0], dtype=np.int64).reshape(lead)
-    return stack, np.broadcast_to(index, batch).ravel()
+    offsets = np.zeros(lead, np.int64)
+    for d, (n, s) in enumerate(zip(lead, strides)):
+        offsets += (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(lead) - d - 1))
+    geometry = (x.shape[-2], x.shape[-1], strides[-2], strides[-1])
+    return flat, np.ascontiguousarray(np.broadcast_to(offsets, batch)).ravel(), geometry
 
 
 def _rows_merge(x: np.ndarray) -> bool:
@@ -342,13 +390,13 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     count = int(np.prod(batch))
     if count == 0:
         return np.empty(batch + (m, n), a.dtype)
-    (sa, ia), (sb, ib) = _stack(a, batch), _stack(b, batch)
+    (sa, oa, ga), (sb, ob, gb) = _stack(a, batch), _stack(b, batch)
     if not compiling.ready(("batched", a.dtype), _warm_batched):
         return None  # numpy meanwhile: _slices compiles on the compile thread
     out = np.empty((count, m, n), a.dtype)
     parts = workers.halves(count, count * m * n * k, SPLIT_MIN_MNK)
     run = _slices[a.dtype]
-    split.on_halves(parts, lambda p, go: run(sa, sb, ia, ib, out, p.start, p.stop, go))
+    split.on_halves(parts, lambda p, go: run(sa, sb, oa, ob, ga, gb, out, p.start, p.stop, go))
     return out.reshape(batch + (m, n))
 
 
