@@ -64,11 +64,25 @@ def _ratios(samples: dict, rows: list) -> dict:
     return result
 
 
+#: warm-up of a contestant's fresh process, per row: calls until this many seconds have
+#: passed (at least one call, at most ``WARMUP_CALLS``). One call was not enough: nd4py's
+#: first bursts still loaded kernels on its compile thread and calibrated its helper (W8's
+#: step 8.6 ms in a first burst, 4.4-4.6 after), and a median of three bursts kept it
+WARMUP_S = 0.3
+WARMUP_CALLS = 50
+
+
 def child_samples(rows: dict, bursts: int, burst: int) -> dict:
     """In a contestant's own process: ``{row: [median of each burst of `burst` calls]}``,
-    ``bursts`` samples per row, rows taken in turn, after one warm-up call of each."""
+    ``bursts`` samples per row, rows taken in turn, after each row's warm-up (``WARMUP_S``:
+    every contestant alike; cold and first-call times are ``bench_first_call``'s and
+    ``bench_warm_start``'s)."""
     for fn in rows.values():
-        fn()
+        start = time.perf_counter()
+        for _ in range(WARMUP_CALLS):
+            fn()
+            if time.perf_counter() - start > WARMUP_S:
+                break
     samples: dict = {r: [] for r in rows}
     for _ in range(bursts):
         for row, fn in rows.items():
