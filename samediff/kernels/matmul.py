@@ -255,26 +255,6 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     return decision.route
 
 
-@numba.njit(cache=True, nogil=True)
-def _dense(g):
-    """Is a matrix of geometry ``g`` (rows, columns, row stride, column stride) contiguous,
-    row- or column-major?"""
-    return (g[3] == 1 and g[2] == g[1]) or (g[2] == 1 and g[3] == g[0])
-
-
-@numba.njit(cache=True, nogil=True)
-def _copy_matrix(flat, offset, g, dst):
-    """``dst`` = the matrix of geometry ``g`` at ``offset`` of ``flat``, copied along its unit
-    stride."""
-    rows, cols, rs, cs = g
-    if cs == 1:
-        for r in range(rows):
-            dst[r, :] = flat[offset + r * rs:offset + r * rs + cols]
-    else:
-        for c in range(cols):
-            dst[:, c] = flat[offset + c * cs:offset + c * cs + rows]
-
-
 def _slices_py(a, b, oa, ob, ga, gb, out, lo, hi, go):
     """``out[i] = A_i @ B_i`` for the products ``i`` in ``[lo, hi)`` (``go``: as ``_part``'s):
     ``A_i`` is the matrix of ``a`` (a flat view of the operand's memory) at element offset
@@ -282,20 +262,8 @@ def _slices_py(a, b, oa, ob, ga, gb, out, lo, hi, go):
     elements), ``B_i`` likewise; one GEMM each, so a product's bits do not depend on which
     half ran it."""
     spin.announce(go)
-    size = a.itemsize
-    # both operands strided (attention's q and k^T, permuted views of [B, S, H, D]): A's
-    # matrix is first copied into contiguous scratch
-    pack = not _dense(ga) and not _dense(gb)
-    scratch = np.empty((ga[0], ga[1]) if pack else (0, 0), a.dtype)
     for i in range(lo, hi):
-        mat_a = np.lib.stride_tricks.as_strided(a[oa[i]:], (ga[0], ga[1]),
-                                                (ga[2] * size, ga[3] * size))
-        if pack:
-            _copy_matrix(a, oa[i], ga, scratch)
-            mat_a = scratch
-        blas.gemm(mat_a, np.lib.stride_tricks.as_strided(b[ob[i]:], (gb[0], gb[1]),
-                                                         (gb[2] * size, gb[3] * size)),
-                  out[i], 0.0)
+        blas.gemm_at(a, oa[i], ga, b, ob[i], gb, out[i], 0.0)
 
 
 _INDEX = variants.array(numba.int64, 1, True)
