@@ -84,6 +84,7 @@ def test_compiled_loops_equal_the_numpy_route(case, split, monkeypatch):
     inputs, attrs = case.values
     monkeypatch.setattr(kernels, "SPLIT_MIN_WORK", 1 << 62 if split == "whole" else 0)
     monkeypatch.setattr(kernels, "UNIT_SPLIT_MIN_HIDDEN", 2 if split == "units" else 1 << 30)
+    monkeypatch.setattr(kernels, "UNIT_SPLIT_MIN_STEPS", 1)
     calls = []
     real = kernels._forward_units
     monkeypatch.setattr(kernels, "_forward_units", lambda *a: calls.append(1) or real(*a))
@@ -106,7 +107,8 @@ def test_which_layers_take_the_compiled_loops(monkeypatch):
     def takes_loops(dtype, batch, hidden, **attrs):
         a = layer.make_attrs({"given": (), **attrs})
         n = {"W": np.zeros((2, 4 * hidden), dtype), "R": np.zeros((hidden, 4 * hidden), dtype)}
-        return recurrent._Direction("lstm", a, n, None, False).compiled(np.dtype(dtype), batch)
+        return recurrent._Direction("lstm", a, n, None, False).compiled(np.dtype(dtype), batch,
+                                                                        8)
     assert takes_loops(np.float32, 32, 64)
     assert not takes_loops(np.float64, 32, 64)           # libm's tanh loop: numpy is faster
     assert not takes_loops(np.float32, 2, 64)            # tiny: never waits for a compile

@@ -43,7 +43,7 @@ import numpy as np
 
 from . import compiling, forksafe, split, workers
 from .blas import available, gemm, gemv
-from .spin import announce, claim, load, pause, publish, spin_until
+from .spin import announce, claim, load, publish, relax, spin_until
 
 from .fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
 
@@ -302,7 +302,7 @@ def lstm_forward_units(zx, Rp, peep, lengths, clip, hs, cs, ys, zp, post, raw, o
             idle = 0
         else:
             idle += 1
-            pause()
+            relax(idle, 256)  # (as the idle helper of ``workers`` yields its core now and then)
 
 
 #: multiply-adds of a direction's recurrent GEMMs (steps x batch x hidden x 4 hidden) from
@@ -322,12 +322,18 @@ def _halves(steps: int, batch: int, hidden: int) -> list:
 UNIT_SPLIT_MIN_HIDDEN = 128
 
 
+#: the fewest steps a one-example layer runs by halves of units: the halves' copy of R
+#: (``unit_halves``, once per call) reads as much memory as one step's products
+UNIT_SPLIT_MIN_STEPS = 16
+
+
 def by_units(steps: int, batch: int, hidden: int) -> bool:
     """Does a direction run as two halves of its hidden units, one per thread, in step
     (``lstm_forward_units``)? One example (nothing to split by examples), an even hidden
-    size of at least ``UNIT_SPLIT_MIN_HIDDEN`` and enough work: decided by sizes alone."""
+    size of at least ``UNIT_SPLIT_MIN_HIDDEN``, enough steps and work: decided by sizes
+    alone."""
     return (batch == 1 and hidden % 2 == 0 and hidden >= UNIT_SPLIT_MIN_HIDDEN
-            and steps * hidden * 4 * hidden >= SPLIT_MIN_WORK)
+            and steps >= UNIT_SPLIT_MIN_STEPS and steps * hidden * 4 * hidden >= SPLIT_MIN_WORK)
 
 
 def unit_halves(R: np.ndarray) -> np.ndarray:
@@ -429,8 +435,7 @@ def _warm_backward(key: tuple) -> None:
                       z((2, 1, 1), dt), 0, 1, workers.NO_GO)
 
 
-def ready(dtype: np.dtype, activations: tuple, steps: int = 0, batch: int = 0,
-          hidden: int = 0) -> bool:
+def ready(dtype: np.dtype, activations: tuple, steps: int, batch: int, hidden: int) -> bool:
     """May the compiled loops run now: float32, LSTM's default activations, the private BLAS
     loaded, the loops compiled (``compiling.ready``; a layer of these sizes that runs by
     halves of units, ``by_units``, needs that loop too)?"""

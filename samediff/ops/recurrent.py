@@ -285,7 +285,7 @@ class _Direction:
             zx += self.b_in
         return zx[order] if order is not None else zx
 
-    def compiled(self, dtype: np.dtype, batch: int, steps: int = 0) -> bool:
+    def compiled(self, dtype: np.dtype, batch: int, steps: int) -> bool:
         """Run the compiled time loops (``kernels/recurrent.py``: float32 LSTMs with the default
         activations)? Layers smaller
         than ``KERNEL_MIN_WORK`` take the numpy route: they never wait for a compile."""
@@ -629,7 +629,8 @@ for _kind, _title in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn", "simple RNN (ONN
     define(f"{_kind}_layer", ["*inputs"], _layer_infer(_kind),
            (lambda k: lambda *xs, **a: _forward(k, xs, SimpleNamespace(**a)))(_kind),
            attrs=layer_attrs(_kind), namespace="rnn", method=False, multi_output=True,
-           grad=_grad_rule(_kind), warm=_layer_warm(_kind, "forward"), workspace="keep_workspace" if _kind == "lstm" else None,
+           grad=_grad_rule(_kind), warm=_layer_warm(_kind, "forward"),
+           workspace="keep_workspace" if _kind == "lstm" else None,
            doc=f"A {_title} layer over a sequence: inputs x, W, R and the optional ones named "
                f"by ``given`` (b, seq_len, h0" + (", c0, peephole" if _kind == "lstm" else "")
                + "); data_format TNS/NTS/NST/T2NS, direction fwd/bwd/bidir_*; returns y, "
