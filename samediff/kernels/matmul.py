@@ -267,10 +267,16 @@ def _slices_py(a, b, oa, ob, ga, gb, out, lo, hi, go):
 
 
 _INDEX = variants.array(numba.int64, 1, True)
-_FLAT = lambda dt: numba.types.Array(dt, 1, "C", readonly=True)  # noqa: E731
+
+
+def _flat(dt: Any) -> Any:
+    """Numba's type of ``_stack``'s flat views: read-only, 1-D, unit stride."""
+    return numba.types.Array(dt, 1, "C", readonly=True)
+
+
 #: as ``_part``: one variant per dtype serves every layout of the operands' matrices
 _slices = variants.PerDtype(_slices_py, lambda dt: (
-    _FLAT(dt), _FLAT(dt), _INDEX, _INDEX,
+    _flat(dt), _flat(dt), _INDEX, _INDEX,
     numba.types.UniTuple(numba.int64, 4), numba.types.UniTuple(numba.int64, 4),
     variants.array(dt, 3), numba.int64, numba.int64, _GO))
 

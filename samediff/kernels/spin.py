@@ -33,7 +33,7 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "await_claim",
-           "load", "ns_per_spin", "pause", "relax"]
+           "load", "ns_per_spin", "relax"]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -110,13 +110,10 @@ else:
         _sched_yield()
 
 
-#: the spin-loop hint, for Numba loops that poll flags of their own (``kernels/recurrent.py``)
-pause = _spin_hint
-
-
 @numba.njit(nogil=True, inline="always")
 def relax(polls: int, yield_every: int) -> None:
-    """Between two polls of a loop of one's own: the spin-loop hint, and on every
+    """Between two polls of a Numba loop of one's own (``kernels/recurrent.py``): the
+    spin-loop hint, and on every
     ``yield_every``-th poll an offer of the core to a thread that wants it (as ``spin_until``)."""
     if yield_every and polls % yield_every == yield_every - 1:
         _yield_cpu()

@@ -602,12 +602,12 @@ def _layer_warm(kind: str, loop: str):
         if kind != "lstm" or x.dtype != np.float32 or len(x.shape) != 3 or len(R.shape) < 2 \
                 or attrs.activations != layer_attrs(kind)["activations"][1]:
             return ()
-        batch = x.shape[0] if attrs.data_format in ("NTS", "NST") else x.shape[1]
+        steps, batch = (x.shape[axis] for axis in
+                        (_TO_TIME_MAJOR[attrs.data_format] or (0, 1, 2))[:2])
         hidden = R.shape[-2]
         if batch < 0 or hidden < 0 or batch * hidden < KERNEL_MIN_WORK:
             return ()
         warm = [("samediff.kernels.recurrent", f"_warm_{loop}", ("lstm", "float32"))]
-        steps = x.shape[{"TNS": 0, "T2NS": 0, "NTS": 1, "NST": 2}[attrs.data_format]]
         from ..kernels.recurrent import by_units  # (imports Numba: plans are being built)
         if loop == "forward" and steps >= 0 and by_units(steps, batch, hidden):
             warm.append(("samediff.kernels.recurrent", "_warm_units", ("lstm_units", "float32")))
