@@ -259,6 +259,23 @@ def test_the_linear_op_goes_through_it(monkeypatch):
     assert calls
 
 
+@pytest.mark.parametrize("m, k, n", [(600, 64, 48), (48, 64, 600)])  # rows / columns split
+@pytest.mark.parametrize("route", ["private", "in_turn", "numpy"])
+def test_a_bias_added_by_the_halves_gives_the_bits_of_adding_it_after(monkeypatch, m, k, n,
+                                                                        route):
+    """``matmul(..., bias=)``: each half adds the bias to the rows (columns) it wrote, on its
+    own thread; the bits are those of the product plus the bias, on every route."""
+    monkeypatch.setenv("ND4PY_BLAS", route)
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    for bias in (RNG.standard_normal(n).astype(np.float32),
+                 RNG.standard_normal((1, n)).astype(np.float32)):
+        whole = M.matmul(a, b)
+        whole += bias
+        got = M.matmul(a, b, bias=bias)
+        assert got.shape == (m, n) and got.tobytes() == whole.tobytes(), route
+
+
 def test_a_caller_whose_split_kernels_follow_keeps_numpys_pool_asleep(monkeypatch):
     """``keep_numpy_asleep`` (the LSTM layer's products): the private split, unmeasured, for a
     product whose class would be measured (and might choose numpy's threads)."""

@@ -174,8 +174,8 @@ def test_matmul_measures_once_per_class_and_uses_the_choice(clock, cache, monkey
                                                      prefer="in_turn"))
     monkeypatch.setattr(M, "_ROUTE", {})
     ran, private = [], M._private
-    monkeypatch.setattr(M, "_private", lambda *args: (ran.append(args[4:] == (True,)),
-                                                      private(*args))[1])
+    monkeypatch.setattr(M, "_private", lambda *args, **kw: (ran.append(args[4:] == (True,)),
+                                                            private(*args, **kw))[1])
     timed, measure = [], M.CHOOSER.measure  # (the fake clock stands still: a tie, in_turn wins)
     monkeypatch.setattr(M.CHOOSER, "measure", lambda cls, runs, *args: (
         timed.append((cls, sorted(runs))), measure(cls, runs, *args))[1])
