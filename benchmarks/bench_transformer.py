@@ -205,8 +205,9 @@ def attention_memory() -> dict:
     mib = 2.0 ** 20
     from samediff.kernels import attention as kernel  # (its scratch: Numba's allocator)
     threads = len(kernel.workers.halves(LONG_HEADS, 1 << 40, 0))
+    scratch = kernel.scratch_bytes(LONG_DIM, LONG, kernel.block_for(LONG))
     return {"peak_mib": peak / mib,
-            "kernel_scratch_mib": threads * kernel.scratch_bytes(LONG_DIM, LONG) / mib,
+            "kernel_scratch_mib": threads * scratch / mib,
             "one_head_scores_mib": LONG * LONG * 4 / mib,
             "all_heads_scores_mib": LONG_HEADS * LONG * LONG * 4 / mib,
             "output_mib": Q_LONG[0].nbytes / mib}

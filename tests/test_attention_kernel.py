@@ -87,11 +87,20 @@ def test_two_halves_compute_what_one_thread_does():
     """The pairs split over two threads give the same bits as one thread doing them all."""
     q, k, v = (f32(1, 6, 256, 32) for _ in range(3))
     split = kernel.attend(q, k, v, 0.2, True)
-    whole = np.empty_like(split)
+    whole = np.empty((1, 256, 6, 32), np.float32)  # (forward writes [batch, length, heads, e])
     scale = np.float32(0.2 * kernel.LOG2_E)  # (forward's scale is in base 2)
-    kernel.forward(q, k, v, scale, True, 0, 6, kernel.BLOCK, whole, workers.NO_GO)
+    kernel.forward(q, k, v, scale, True, 0, 6, kernel.block_for(256), whole, workers.NO_GO)
     assert len(workers.halves(6, 10 ** 9, kernel.SPLIT_MIN_WORK)) == 2
-    np.testing.assert_array_equal(split, whole)
+    np.testing.assert_array_equal(split, whole.transpose(0, 2, 1, 3))
+
+
+def test_heads_merge_without_a_copy():
+    """The output is written as [batch, length, heads, e]: merging the heads (a transformer's
+    permute and reshape) is a view of it."""
+    q, k, v = (f32(2, 4, 64, 16) for _ in range(3))
+    out = kernel.attend(q, k, v, 0.25, False)
+    merged = out.transpose(0, 2, 1, 3).reshape(2, 64, 64)
+    assert out.shape == (2, 4, 64, 16) and np.shares_memory(merged, out)
 
 
 @pytest.mark.parametrize("why, make", [
