@@ -1,7 +1,9 @@
 """The importer's rewrites for inference speed (samediff/onnx/optimize.py) -- Conv followed by an
 inference BatchNormalization folds into one convolution when the weights are constants and
-nothing else reads the convolution -- the same outputs as onnx.reference either way; and graph
-outputs keep their names when those are names nd4py gives automatically."""
+nothing else reads the convolution; a MatMul and the Add of its bias run as one linear; attention
+written out (MatMul, Div or Mul, Softmax, MatMul) runs as one op when its scale is a constant --
+the same outputs as onnx.reference either way; and graph outputs keep their names when those are
+names nd4py gives automatically."""
 from __future__ import annotations
 
 import numpy as np
@@ -75,3 +77,89 @@ def test_a_graph_output_named_like_an_automatic_variable_keeps_its_name(out):
     sd = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     got = sd.output({"x": np.ones((2, 3), np.float32)}, out)[out].numpy()
     assert got.tolist() == [[7.0, 7.0], [7.0, 7.0]]
+
+
+def _attention_model(variant: str, opset: int = 17):
+    """``softmax(q @ k^T / c) @ v`` over 4-D heads, as exporters write it. Variants:
+    ``"div"``, ``"mul"`` (the scale first: ``Mul(c, scores)``), ``"read twice"`` (the scores
+    are also an output: nothing fuses), ``"scale input"`` (``c`` is a graph input: the
+    converter writes the four ops back), ``"axis 2"`` (softmax over another axis: nothing
+    fuses), ``"float64"``."""
+    dt = np.float64 if variant == "float64" else np.float32
+    tp = TensorProto.DOUBLE if variant == "float64" else TensorProto.FLOAT
+    c = "c" if variant == "scale input" else "c_const"
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"])]
+    if variant != "scale input":
+        nodes.append(helper.make_node("Constant", [], [c], value=numpy_helper.from_array(
+            np.asarray(8.0 if variant != "mul" else 0.125, dt))))
+    nodes.append(helper.make_node("Mul", [c, "scores"], ["scaled"]) if variant == "mul"
+                 else helper.make_node("Div", ["scores", c], ["scaled"]))
+    nodes += [helper.make_node("Softmax", ["scaled"], ["p"],
+                               axis=2 if variant == "axis 2" else -1),
+              helper.make_node("MatMul", ["p", "v"], ["y"])]
+    heads = ["N", 2, 40, 16]
+    inputs = [helper.make_tensor_value_info(n, tp, heads) for n in "qkv"]
+    if variant == "scale input":
+        inputs.append(helper.make_tensor_value_info("c", tp, []))
+    outputs = [helper.make_tensor_value_info("y", tp, None)]
+    if variant == "read twice":
+        outputs.append(helper.make_tensor_value_info("scores", tp, None))
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), dt
+
+
+@pytest.mark.parametrize("variant, fused", [
+    ("div", True), ("mul", True), ("float64", True), ("read twice", False),
+    ("scale input", False), ("axis 2", False)])
+def test_written_out_attention_runs_as_one_op_when_it_can(variant, fused):
+    model, dt = _attention_model(variant)
+    feeds = {n: RNG.standard_normal((3, 2, 40, 16)).astype(dt) for n in "qkv"}
+    if variant == "scale input":
+        feeds["c"] = np.asarray(8.0, dt)
+    names = [o.name for o in model.graph.output]
+    want = ReferenceEvaluator(model).run(None, feeds)
+    sd = import_onnx(model)
+    assert ("scaled_dot_product_attention" in _ops(sd)) == fused
+    assert ("softmax" in _ops(sd)) != fused
+    got = sd.output(feeds, *names)
+    for name, w in zip(names, want):
+        np.testing.assert_allclose(got[name].numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_before_opset_13_fuses_only_with_an_explicit_last_axis():
+    model, _ = _attention_model("div", opset=12)  # (axis=-1 given: the last axis alone)
+    assert "scaled_dot_product_attention" in _ops(import_onnx(model))
+    model.graph.node[4].ClearField("attribute")   # the default axis 1 then coerces to 2-D
+    assert "scaled_dot_product_attention" not in _ops(import_onnx(model))
+
+
+@pytest.mark.parametrize("variant, linear", [
+    ("bias second", True), ("bias first", True), ("residual", False), ("read twice", False),
+    ("int64", False)])
+def test_a_matmul_and_the_add_of_its_bias_run_as_one_linear(variant, linear):
+    dt = np.int64 if variant == "int64" else np.float32
+    tp = TensorProto.INT64 if variant == "int64" else TensorProto.FLOAT
+    w = numpy_helper.from_array((RNG.standard_normal((24, 40)) * 4).astype(dt), "w")
+    b = numpy_helper.from_array((RNG.standard_normal(40) * 4).astype(dt), "b")
+    other = "r" if variant == "residual" else "b"  # (a residual is no row of biases)
+    add = ["mm", other] if variant != "bias first" else [other, "mm"]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", add, ["y"])]
+    inputs = [helper.make_tensor_value_info("x", tp, ["N", 5, 24])]
+    if variant == "residual":
+        inputs.append(helper.make_tensor_value_info("r", tp, ["N", 5, 40]))
+    outputs = [helper.make_tensor_value_info("y", tp, None)]
+    if variant == "read twice":
+        outputs.append(helper.make_tensor_value_info("mm", tp, None))
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, [w, b]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": (RNG.standard_normal((3, 5, 24)) * 4).astype(dt)}
+    if variant == "residual":
+        feeds["r"] = (RNG.standard_normal((3, 5, 40)) * 4).astype(dt)
+    names = [o.name for o in outputs]
+    want = ReferenceEvaluator(model).run(None, feeds)
+    sd = import_onnx(model)
+    assert ("linear" in _ops(sd)) == linear
+    got = sd.output(feeds, *names)
+    for name, expected in zip(names, want):
+        np.testing.assert_allclose(got[name].numpy(), expected, rtol=1e-5, atol=1e-5)

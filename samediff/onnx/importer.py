@@ -31,7 +31,7 @@ from ..dtypes import is_storage, storage_compute_type
 from ..errors import NdError
 from ..ops import get_op
 from .dtypes import np_dtype
-from .optimize import fold_conv_batch_norm
+from .optimize import FUSED_DOMAIN, fold_conv_batch_norm, fuse_attention, fuse_matmul_add
 from .values import OnnxOptional, OnnxSequence, describe_value, element_name
 from .table import (DEFAULT_DOMAINS, OnnxImportError, OnnxStaticInputError, all_nodes, describe,
                     lookup)
@@ -414,9 +414,12 @@ def _import(proto: Any, base: str | None, trainable: bool, static: dict[str, Any
             continue
         state.values[vi.name] = _graph_input(state, vi.name, vi.type, static, layouts)
     nodes = list(graph.node)
+    outputs = {vo.name for vo in graph.output}
     if not trainable:  # (trainable weights stay as the model has them)
-        nodes = fold_conv_batch_norm(nodes, state.values, {vo.name for vo in graph.output},
-                                     versions[""])
+        nodes = fold_conv_batch_norm(nodes, state.values, outputs, versions[""])
+    nodes = fuse_matmul_add(fuse_attention(nodes, outputs, versions.get("", 1)), outputs)
+    if any(node.domain == FUSED_DOMAIN for node in nodes):
+        versions.setdefault(FUSED_DOMAIN, 1)
     for node in nodes:
         convert_node(state, node)
     bound: set[str] = set()

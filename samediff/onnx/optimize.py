@@ -1,5 +1,18 @@
 """Rewrites of an ONNX graph before its nodes are converted, for inference speed.
 
+``fuse_matmul_add``: ``Add(MatMul(X, W), B)`` (either operand order), the product read by the
+Add only, becomes one ``MatMulAdd(X, W, B)`` node of ``FUSED_DOMAIN``: with ``W`` 2-D and ``B``
+a row of its width, the table's ``linear`` -- the private route adds the bias to each half of
+the product on that half's thread, not in a pass of its own over the whole (the same bits).
+
+``fuse_attention``: attention written out, as exporters write a transformer's --
+``MatMul(Q, K^T) -> Div|Mul(., c) -> Softmax(last axis) -> MatMul(., V)``, each value read
+only by the next node -- becomes one ``ScaledDotProductAttention`` node of this package's
+own domain (``FUSED_DOMAIN``, as onnxruntime's fusions make ``com.microsoft`` nodes), at the
+last MatMul's place. Its converter (``converters/fused.py``) runs the table's
+``scaled_dot_product_attention`` (blocked, fused softmax: never a head's ``L x S`` scores)
+when ``c`` is a constant float scalar; else it writes the four ops back as they were.
+
 ``fold_conv_batch_norm``: an inference-mode ``BatchNormalization`` whose input is a ``Conv``
 with constant weights (initializers), read by nothing else, folds into that convolution:
 ``bn(conv(x, W) + B) = conv(x, W * s) + (B * s + t)`` per output channel, with
@@ -16,7 +29,10 @@ import numpy as np
 
 from .table import DEFAULT_DOMAINS, all_nodes
 
-__all__ = ["fold_conv_batch_norm"]
+__all__ = ["FUSED_DOMAIN", "fold_conv_batch_norm", "fuse_attention", "fuse_matmul_add"]
+
+#: the domain of the nodes these rewrites make (converted by ``converters/fused.py``)
+FUSED_DOMAIN = "ai.nd4py"
 
 
 def _readers(nodes: Sequence[Any]) -> dict[str, int]:
@@ -86,3 +102,78 @@ def fold_conv_batch_norm(nodes: Sequence[Any], values: dict[str, Any], outputs: 
         out[j] = fused
         dropped.add(i)
     return [node for i, node in enumerate(out) if i not in dropped]
+
+
+def _producer_index(nodes: Sequence[Any]) -> dict[str, int]:
+    return {out: i for i, node in enumerate(nodes) for out in node.output if out}
+
+
+def _is(node: Any, op_type: str) -> bool:
+    return node.op_type == op_type and node.domain in DEFAULT_DOMAINS
+
+
+def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
+    """``nodes`` with each written-out attention (module docstring) replaced by one
+    ``FUSED_DOMAIN`` ``ScaledDotProductAttention(Q, K^T, V, c)`` node (attribute
+    ``scale_op``: ``"Div"`` or ``"Mul"``)."""
+    from onnx import helper
+    readers, producer = _readers(nodes), _producer_index(nodes)
+    out, dropped = list(nodes), set()
+
+    def single(name: str) -> bool:  # read by one node input, and no graph output
+        return readers.get(name, 0) == 1 and name not in outputs
+
+    reader_of = {name: i for i, node in enumerate(nodes) for name in node.input if name}
+    for i, soft in enumerate(nodes):
+        axis = _attr(soft, "axis", None)
+        if not _is(soft, "Softmax") or not (axis == -1 or (axis is None and opset >= 13)):
+            continue
+        d = producer.get(soft.input[0])
+        scale = nodes[d] if d is not None else None
+        if scale is None or not (_is(scale, "Div") or _is(scale, "Mul")):
+            continue
+        first = 0 if _is(scale, "Div") else next(
+            (k for k in (0, 1) if producer.get(scale.input[k]) is not None
+             and _is(nodes[producer[scale.input[k]]], "MatMul")), None)
+        if first is None:
+            continue
+        m = producer.get(scale.input[first])
+        j = reader_of.get(soft.output[0])
+        if m is None or not _is(nodes[m], "MatMul") or j is None:
+            continue
+        scores, mm2 = nodes[m], nodes[j]
+        if not (_is(mm2, "MatMul") and mm2.input[0] == soft.output[0]
+                and all(single(v) for v in (scores.output[0], scale.output[0], soft.output[0]))
+                and {m, d, i, j}.isdisjoint(dropped)):
+            continue
+        out[j] = helper.make_node(
+            "ScaledDotProductAttention",
+            [scores.input[0], scores.input[1], mm2.input[1], scale.input[1 - first]],
+            [mm2.output[0]], name=mm2.name or mm2.output[0], domain=FUSED_DOMAIN,
+            scale_op=scale.op_type)
+        dropped.update((m, d, i))
+    return [node for k, node in enumerate(out) if k not in dropped]
+
+
+def fuse_matmul_add(nodes: Sequence[Any], outputs: set) -> list:
+    """``nodes`` with each ``Add`` of a ``MatMul`` read by it alone replaced by one
+    ``FUSED_DOMAIN`` ``MatMulAdd(X, W, B)`` node at the Add's place (module docstring)."""
+    from onnx import helper
+    readers, producer = _readers(nodes), _producer_index(nodes)
+    out, dropped = list(nodes), set()
+    for i, add in enumerate(nodes):
+        if not _is(add, "Add") or len(add.input) != 2:
+            continue
+        for k in (0, 1):
+            m = producer.get(add.input[k])
+            if m is None or m in dropped or not _is(nodes[m], "MatMul"):
+                continue
+            if readers.get(add.input[k], 0) != 1 or add.input[k] in outputs:
+                continue
+            mm = nodes[m]
+            out[i] = helper.make_node("MatMulAdd", [mm.input[0], mm.input[1], add.input[1 - k]],
+                                      [add.output[0]], name=add.name or add.output[0],
+                                      domain=FUSED_DOMAIN)
+            dropped.add(m)
+            break
+    return [node for k, node in enumerate(out) if k not in dropped]

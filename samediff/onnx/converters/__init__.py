@@ -6,3 +6,4 @@ from . import detection, extra, ml, training  # noqa: F401
 from . import sequence  # noqa: F401
 from . import text  # noqa: F401
 from . import strings  # noqa: F401
+from . import fused  # noqa: F401
