@@ -163,3 +163,72 @@ def test_a_matmul_and_the_add_of_its_bias_run_as_one_linear(variant, linear):
     got = sd.output(feeds, *names)
     for name, expected in zip(names, want):
         np.testing.assert_allclose(got[name].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def _run_both(model, feeds):
+    want = ReferenceEvaluator(model).run(None, feeds)
+    sd = import_onnx(model)
+    names = [o.name for o in model.graph.output]
+    got = sd.output(feeds, *names)
+    for name, w in zip(names, want):
+        assert got[name].numpy().shape == w.shape
+        np.testing.assert_allclose(got[name].numpy(), w, rtol=1e-5, atol=1e-6)
+    return sd
+
+
+def _chain(nodes, c_values, shapes, opset=17):
+    """A graph of ``nodes`` with Constants ``c_values`` and float32 inputs ``shapes``."""
+    consts = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v))
+              for n, v in c_values.items()]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()]
+    graph = helper.make_graph(consts + nodes, "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _attention_nodes(q, kt, v, c, out, tag=""):
+    return [helper.make_node("MatMul", [q, kt], ["s" + tag]),
+            helper.make_node("Div", ["s" + tag, c], ["d" + tag]),
+            helper.make_node("Softmax", ["d" + tag], ["p" + tag], axis=-1),
+            helper.make_node("MatMul", ["p" + tag, v], [out])]
+
+
+def test_a_scale_with_more_dims_than_the_scores_keeps_the_shape_it_broadcasts_to():
+    model = _chain(_attention_nodes("q", "kt", "v", "c", "y"),
+                   {"c": np.full((1, 1, 1), 4.0, np.float32)},
+                   {"q": [40, 16], "kt": [16, 40], "v": [40, 16]})
+    feeds = {"q": RNG.standard_normal((40, 16)).astype(np.float32),
+             "kt": RNG.standard_normal((16, 40)).astype(np.float32),
+             "v": RNG.standard_normal((40, 16)).astype(np.float32)}
+    assert "scaled_dot_product_attention" not in _ops(_run_both(model, feeds))
+
+
+def test_a_tiny_divisor_stays_a_division():
+    """1 / 1e-40 overflows float32: the scale would be inf, the division's scores are not."""
+    model = _chain(_attention_nodes("q", "kt", "v", "c", "y"), {"c": np.float32(1e-40)},
+                   {"q": [2, 40, 8], "kt": [2, 8, 40], "v": [2, 40, 8]})
+    feeds = {"q": (RNG.standard_normal((2, 40, 8)) * 1e-39).astype(np.float32),
+             "kt": RNG.standard_normal((2, 8, 40)).astype(np.float32),
+             "v": RNG.standard_normal((2, 40, 8)).astype(np.float32)}
+    _run_both(model, feeds)
+
+
+def test_chained_attentions_fuse_the_first_and_keep_the_second_whole():
+    """The first attention's last MatMul is the second's scores: fusing the first leaves the
+    second without its scores node, so the second stays as written."""
+    first = _attention_nodes("q", "kt", "w", "c", "s2", "1")  # s2 = softmax(q kt / c) @ w
+    second = [helper.make_node("Div", ["s2", "c"], ["d2"]),
+              helper.make_node("Softmax", ["d2"], ["p2"], axis=-1),
+              helper.make_node("MatMul", ["p2", "v"], ["y"])]
+    model = _chain(first + second, {"c": np.float32(4.0)},
+                   {"q": [2, 40, 8], "kt": [2, 8, 40], "w": [2, 40, 30], "v": [2, 30, 8]})
+    feeds = {"q": RNG.standard_normal((2, 40, 8)), "kt": RNG.standard_normal((2, 8, 40)),
+             "w": RNG.standard_normal((2, 40, 30)), "v": RNG.standard_normal((2, 30, 8))}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    assert _ops(_run_both(model, feeds)).count("scaled_dot_product_attention") == 1
+
+
+def test_trainable_imports_keep_the_models_ops_and_values():
+    model, _ = _attention_model("div")
+    sd = import_onnx(model, trainable=True)
+    assert "softmax" in _ops(sd) and sd.has_variable("scores")

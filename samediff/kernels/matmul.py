@@ -195,9 +195,9 @@ def matmul2d(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False,
     loops), which numpy's pool, spinning for ~0.13 s after a product, would slow down: the
     private split then takes the product unmeasured (unless ``ND4PY_BLAS`` forces a route).
 
-    ``bias``: an array of ``a @ b``'s dtype that broadcasts to its shape without growing it (a
-    row of biases, ``[n]`` or ``[1, n]``), added to every result returned (each half's rows
-    just after its GEMM, on its own thread); None: nothing added."""
+    ``bias``: a row of biases of ``a @ b``'s dtype, of shape ``[n]`` or ``[1, n]`` (``matmul``
+    checks), added to every result returned (each half's rows just after its GEMM, on its
+    own thread); None: nothing added."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _REALS:
         return None
     (m, k), n = a.shape, b.shape[1]
@@ -421,6 +421,10 @@ def matmul(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False,
     array([[4., 5.],
            [4., 5.]])
     """
+    if bias is not None and not (bias.ndim in (1, 2) and np.ndim(b) >= 2
+                                 and bias.size == bias.shape[-1] == np.shape(b)[-1]):
+        raise ValueError(f"matmul: bias must be a row of biases, of shape [n] or [1, n] with n "
+                         f"= {np.shape(b)[-1]} (b's last dim), got shape {bias.shape}")
     out = routed(a, b, keep_numpy_asleep, bias)
     return _plus(np.matmul(a, b), bias) if out is None else out
 

@@ -415,11 +415,11 @@ def _import(proto: Any, base: str | None, trainable: bool, static: dict[str, Any
         state.values[vi.name] = _graph_input(state, vi.name, vi.type, static, layouts)
     nodes = list(graph.node)
     outputs = {vo.name for vo in graph.output}
-    if not trainable:  # (trainable weights stay as the model has them)
+    if not trainable:  # (a trainable import keeps the model's ops and intermediate values)
         nodes = fold_conv_batch_norm(nodes, state.values, outputs, versions[""])
-    nodes = fuse_matmul_add(fuse_attention(nodes, outputs, versions.get("", 1)), outputs)
-    if any(node.domain == FUSED_DOMAIN for node in nodes):
-        versions.setdefault(FUSED_DOMAIN, 1)
+        nodes = fuse_matmul_add(fuse_attention(nodes, outputs, versions.get("", 1)), outputs)
+        if any(node.domain == FUSED_DOMAIN for node in nodes):
+            versions.setdefault(FUSED_DOMAIN, 1)
     for node in nodes:
         convert_node(state, node)
     bound: set[str] = set()

@@ -36,11 +36,16 @@ FUSED_DOMAIN = "ai.nd4py"
 
 
 def _readers(nodes: Sequence[Any]) -> dict[str, int]:
-    """How many node inputs read each value name (control-flow bodies' reads included)."""
+    """How many node inputs read each value name, control-flow bodies' reads included (a
+    body's output may name an outer value: that counts as a read too)."""
     counts: dict[str, int] = {}
     for node in all_nodes(nodes):
         for name in node.input:
             counts[name] = counts.get(name, 0) + 1
+        for a in node.attribute:
+            for g in ([a.g] if a.type == a.GRAPH else a.graphs if a.type == a.GRAPHS else []):
+                for vo in g.output:
+                    counts[vo.name] = counts.get(vo.name, 0) + 1
     return counts
 
 
@@ -124,6 +129,7 @@ def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
         return readers.get(name, 0) == 1 and name not in outputs
 
     reader_of = {name: i for i, node in enumerate(nodes) for name in node.input if name}
+    replaced: set[int] = set()  # (a fused node's inputs are not there to fuse again)
     for i, soft in enumerate(nodes):
         axis = _attr(soft, "axis", None)
         if not _is(soft, "Softmax") or not (axis == -1 or (axis is None and opset >= 13)):
@@ -144,7 +150,7 @@ def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
         scores, mm2 = nodes[m], nodes[j]
         if not (_is(mm2, "MatMul") and mm2.input[0] == soft.output[0]
                 and all(single(v) for v in (scores.output[0], scale.output[0], soft.output[0]))
-                and {m, d, i, j}.isdisjoint(dropped)):
+                and {m, d, i, j}.isdisjoint(dropped | replaced)):
             continue
         out[j] = helper.make_node(
             "ScaledDotProductAttention",
@@ -152,6 +158,7 @@ def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
             [mm2.output[0]], name=mm2.name or mm2.output[0], domain=FUSED_DOMAIN,
             scale_op=scale.op_type)
         dropped.update((m, d, i))
+        replaced.add(j)
     return [node for k, node in enumerate(out) if k not in dropped]
 
 
