@@ -141,8 +141,9 @@ def _exp_scores(q_b, kt, start, seen, causal, scratch, sums):
 @numba.njit(cache=True, nogil=True)
 def forward(q, k, v, scale, causal, lo, hi, block, out, go):
     """``out[b, :, h] = softmax(q[b, h] k[b, h]^T s (causal)) v[b, h]`` (``out``: [batch,
-    length, heads, e]) for the flattened pairs ``lo <= b * heads + h < hi``, where ``scale = s * log2(e)``: the scores are in base 2, so
-    each exp is a ``2**v`` (``exp2_nonpos_f32``, cheaper than ``exp``; ``attend`` passes it).
+    length, heads, e]) for the flattened pairs ``lo <= b * heads + h < hi``, where ``scale =
+    s * log2(e)``: the scores are in base 2, so each exp is a ``2**v`` (``exp2_nonpos_f32``,
+    cheaper than ``exp``; ``attend`` passes it).
     ``go``: ``workers.both``'s token, announced at once."""
     spin.announce(go)
     heads, length, keys = q.shape[1], q.shape[2], k.shape[2]

@@ -160,6 +160,12 @@ def _add_bias(out: np.ndarray, bias: np.ndarray, by_rows: bool, p: range) -> Non
         out[:, p.start:p.stop] += bias[..., p.start:p.stop]
 
 
+def is_bias_row(bias: np.ndarray, n: int) -> bool:
+    """Is ``bias`` a row of ``n`` biases, of shape ``[n]`` or ``[1, n]`` (what ``matmul``'s
+    ``bias`` takes)?"""
+    return bias.ndim in (1, 2) and bias.size == bias.shape[-1] == n
+
+
 def _plus(out: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray | None:
     """``out`` with ``bias`` added in place (``out`` is a fresh product: ours to reuse)."""
     if out is not None and bias is not None:
@@ -421,8 +427,7 @@ def matmul(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False,
     array([[4., 5.],
            [4., 5.]])
     """
-    if bias is not None and not (bias.ndim in (1, 2) and np.ndim(b) >= 2
-                                 and bias.size == bias.shape[-1] == np.shape(b)[-1]):
+    if bias is not None and not (np.ndim(b) >= 2 and is_bias_row(bias, np.shape(b)[-1])):
         raise ValueError(f"matmul: bias must be a row of biases, of shape [n] or [1, n] with n "
                          f"= {np.shape(b)[-1]} (b's last dim), got shape {bias.shape}")
     out = routed(a, b, keep_numpy_asleep, bias)

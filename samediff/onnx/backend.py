@@ -22,7 +22,7 @@ import numpy as np
 
 from ..dtypes import as_utf8, is_storage, is_string
 from .importer import element_name, import_with_outputs, load_model
-from .table import OnnxStaticInputError
+from .table import OnnxStaticInputError, all_nodes, bodies
 
 __all__ = ["run", "feeding", "node_cases", "check_case", "sweep"]
 
@@ -102,7 +102,7 @@ def feeding(model: Any, name: str) -> list[str]:
     walking the producing nodes back (bodies' outer-scope reads included)."""
     graph = model.graph
     producers = {}
-    for node in _nested_nodes(graph.node):  # (a body's value may be the one needed)
+    for node in all_nodes(graph.node):  # (a body's value may be the one needed)
         for out in node.output:
             producers[out] = node
     inputs = {vi.name for vi in graph.input}
@@ -120,24 +120,12 @@ def feeding(model: Any, name: str) -> list[str]:
     return found
 
 
-def _nested_nodes(nodes: Any) -> list:
-    out = []
-    for node in nodes:
-        out.append(node)
-        for a in node.attribute:
-            for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS
-                      else []):
-                out += _nested_nodes(g.node)
-    return out
-
-
 def _outer_reads(node: Any) -> list[str]:
     """Names a node's bodies read (their own inputs and outputs aside: a superset is fine)."""
     names = []
-    for a in node.attribute:
-        for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
-            for inner in g.node:
-                names += list(inner.input) + _outer_reads(inner)
+    for g in bodies(node):
+        for inner in g.node:
+            names += list(inner.input) + _outer_reads(inner)
     return names
 
 

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .table import DEFAULT_DOMAINS, all_nodes
+from .table import DEFAULT_DOMAINS, all_nodes, bodies
 
 __all__ = ["FUSED_DOMAIN", "fold_conv_batch_norm", "fuse_attention", "fuse_matmul_add"]
 
@@ -42,10 +42,9 @@ def _readers(nodes: Sequence[Any]) -> dict[str, int]:
     for node in all_nodes(nodes):
         for name in node.input:
             counts[name] = counts.get(name, 0) + 1
-        for a in node.attribute:
-            for g in ([a.g] if a.type == a.GRAPH else a.graphs if a.type == a.GRAPHS else []):
-                for vo in g.output:
-                    counts[vo.name] = counts.get(vo.name, 0) + 1
+        for g in bodies(node):
+            for vo in g.output:
+                counts[vo.name] = counts.get(vo.name, 0) + 1
     return counts
 
 
@@ -117,6 +116,13 @@ def _is(node: Any, op_type: str) -> bool:
     return node.op_type == op_type and node.domain in DEFAULT_DOMAINS
 
 
+def _made_by(nodes: Sequence[Any], producer: dict[str, int], name: str,
+             op_type: str) -> int | None:
+    """The index of the ``op_type`` node producing ``name``, or None."""
+    i = producer.get(name)
+    return i if i is not None and _is(nodes[i], op_type) else None
+
+
 def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
     """``nodes`` with each written-out attention (module docstring) replaced by one
     ``FUSED_DOMAIN`` ``ScaledDotProductAttention(Q, K^T, V, c)`` node (attribute
@@ -138,15 +144,13 @@ def fuse_attention(nodes: Sequence[Any], outputs: set, opset: int) -> list:
         scale = nodes[d] if d is not None else None
         if scale is None or not (_is(scale, "Div") or _is(scale, "Mul")):
             continue
-        first = 0 if _is(scale, "Div") else next(
-            (k for k in (0, 1) if producer.get(scale.input[k]) is not None
-             and _is(nodes[producer[scale.input[k]]], "MatMul")), None)
-        if first is None:
-            continue
-        m = producer.get(scale.input[first])
+        # the scores: Div's dividend, or whichever of Mul's operands a MatMul made
+        first = next((k for k in ((0,) if _is(scale, "Div") else (0, 1))
+                      if _made_by(nodes, producer, scale.input[k], "MatMul") is not None), None)
         j = reader_of.get(soft.output[0])
-        if m is None or not _is(nodes[m], "MatMul") or j is None:
+        if first is None or j is None:
             continue
+        m = producer[scale.input[first]]
         scores, mm2 = nodes[m], nodes[j]
         if not (_is(mm2, "MatMul") and mm2.input[0] == soft.output[0]
                 and all(single(v) for v in (scores.output[0], scale.output[0], soft.output[0]))
@@ -172,8 +176,8 @@ def fuse_matmul_add(nodes: Sequence[Any], outputs: set) -> list:
         if not _is(add, "Add") or len(add.input) != 2:
             continue
         for k in (0, 1):
-            m = producer.get(add.input[k])
-            if m is None or m in dropped or not _is(nodes[m], "MatMul"):
+            m = _made_by(nodes, producer, add.input[k], "MatMul")
+            if m is None or m in dropped:
                 continue
             if readers.get(add.input[k], 0) != 1 or add.input[k] in outputs:
                 continue

@@ -104,15 +104,23 @@ def describe(node: Any, opset: int) -> str:
 Attr = Any  # (an attribute value as ``onnx.helper.get_attribute_value`` gives it)
 
 
+def bodies(node: Any) -> list:
+    """The graphs ``node`` carries as attributes (control-flow bodies: ``If`` branches,
+    ``Loop``/``Scan`` bodies), in attribute order."""
+    out: list = []
+    for a in node.attribute:
+        if a.type == a.GRAPH:
+            out.append(a.g)
+        elif a.type == a.GRAPHS:
+            out += list(a.graphs)
+    return out
+
+
 def all_nodes(nodes: Sequence[Any]) -> list:
     """``nodes`` and the nodes of their graph attributes (control-flow bodies), depth first."""
     out = []
     for node in nodes:
         out.append(node)
-        for a in node.attribute:
-            if a.type == a.GRAPH:
-                out += all_nodes(a.g.node)
-            elif a.type == a.GRAPHS:
-                for g in a.graphs:
-                    out += all_nodes(g.node)
+        for g in bodies(node):
+            out += all_nodes(g.node)
     return out

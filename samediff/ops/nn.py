@@ -382,8 +382,7 @@ def _linear(x, w, b=None):
     # to each half's rows on that half's thread (W6's six bias passes: 0.8 ms on one thread).
     # (Anything else -- a Python scalar, which stays weak, another dtype -- is added after.)
     row = b if (isinstance(b, np.ndarray) and x.dtype == w.dtype == b.dtype and w.ndim == 2
-                and b.shape[-1:] == w.shape[-1:] and b.size == w.shape[-1]
-                and b.ndim <= min(x.ndim, 2)) else None
+                and M.is_bias_row(b, w.shape[-1]) and b.ndim <= x.ndim) else None
     if x.ndim > 2 and w.ndim == 2 and x.flags.c_contiguous:
         # [..., in] as one [rows, in] GEMM (numpy's matmul runs one GEMM per leading index),
         # and the bias added in place: [8, 128, 256] @ [256, 1024] + b 6.5 -> 3.0 ms
