@@ -22,8 +22,14 @@ In ``background`` mode the kernels layer's own Numba functions (the private BLAS
 halves, the all-finite check, the convolution and pooling drivers) do not block either: numpy's
 routes run while they compile on the same thread (``samediff/kernels/compiling.py``).
 
+*library*: ``cold``, an empty cache (a new machine: the kernels layer's own functions -- the
+private BLAS's matmul halves, the worker hand-off, the all-finite check, the element functions
+-- compile too); ``primed``, Numba's cache already holds those, compiled by an earlier process
+that trained another model (W3), as on any machine where nd4py has run before (the plan's own
+kernels still compile).
+
 Run: ``python benchmarks/bench_first_call.py [--rows W1,W3,W7,W8,W9] [--modes sync,background]
-[--json]``.
+[--library cold,primed] [--json]``.
 """
 from __future__ import annotations
 
@@ -161,21 +167,40 @@ def child(row: str, mode: str) -> dict:
             "calls": len(times)}
 
 
-def run_child(row: str, mode: str) -> dict:
+#: the model whose run fills the library's cache for ``--library primed``
+PRIMER = "W3"
+
+
+def run_child(row: str, mode: str, library: str = "cold") -> dict:
+    """One child on an empty kernel cache; ``library="primed"``: Numba's cache already holds
+    the kernels layer's functions (and the element functions), compiled by an earlier
+    process that trained another model (``PRIMER``), as on any machine where nd4py has run
+    before -- the plan's own kernels still compile."""
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "ND4PY_CACHE_DIR": cache, "NUMBA_CACHE_DIR": cache}
-        out = subprocess.run([sys.executable, __file__, "--child", row, mode], env=env,
-                             capture_output=True, text=True)
+        env = {**os.environ, "ND4PY_CACHE_DIR": os.path.join(cache, "plans"),
+               "NUMBA_CACHE_DIR": os.path.join(cache, "numba")}
+        if library == "primed":
+            _run([sys.executable, __file__, "--child", PRIMER, "sync"],
+                 {**env, "ND4PY_CACHE_DIR": os.path.join(cache, "primer")}, f"{PRIMER} primer")
+        out = _run([sys.executable, __file__, "--child", row, mode], env, f"{row} {mode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _run(command: list, env: dict, what: str) -> str:
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
     if out.returncode:
-        raise RuntimeError(f"{row} {mode}: the child failed (exit {out.returncode}):\n"
+        raise RuntimeError(f"{what}: the child failed (exit {out.returncode}):\n"
                            f"{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="W1,W3,W7,W8,W9")
     parser.add_argument("--modes", default="sync,background")
+    parser.add_argument("--library", default="cold",
+                        help="cold (an empty cache: a new machine) and/or primed (the kernels "
+                             f"layer cached by an earlier {PRIMER} run), comma-separated")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -183,21 +208,23 @@ def main() -> None:
         print(json.dumps(child(*args.child)))
         return
     results = {}
-    print(f"{'row':4} {'mode':11} {'first result':>13} {'full speed':>11} {'steady':>10}  "
-          f"first result / the interpreter's first (and steady) call")
+    print(f"{'row':4} {'mode':11} {'library':8} {'first result':>13} {'full speed':>11} "
+          f"{'steady':>10}  first result / the interpreter's first (and steady) call")
     for row in args.rows.split(","):
         interp = run_child(row, "interpret")
-        results[(row, "interpret")] = interp
+        results[(row, "interpret", "cold")] = interp
         for mode in args.modes.split(","):
-            r = results[(row, mode)] = run_child(row, mode)
-            first = r["first_s"] / interp["first_s"]
-            steady = r["first_s"] / (interp["steady_ms"] / 1e3)
-            full = f"{r['full_speed_s']:.2f} s" if r["full_speed_s"] is not None else "—"
-            print(f"{row:4} {mode:11} {r['first_s']:11.3f} s {full:>11} "
-                  f"{r['steady_ms']:8.2f} ms  {first:.1f}x ({interp['first_s'] * 1e3:.0f} ms), "
-                  f"{steady:.1f}x ({interp['steady_ms']:.2f} ms)")
+            for library in args.library.split(","):
+                r = results[(row, mode, library)] = run_child(row, mode, library)
+                first = r["first_s"] / interp["first_s"]
+                steady = r["first_s"] / (interp["steady_ms"] / 1e3)
+                full = f"{r['full_speed_s']:.2f} s" if r["full_speed_s"] is not None else "—"
+                print(f"{row:4} {mode:11} {library:8} {r['first_s']:11.3f} s {full:>11} "
+                      f"{r['steady_ms']:8.2f} ms  {first:.1f}x "
+                      f"({interp['first_s'] * 1e3:.0f} ms), "
+                      f"{steady:.1f}x ({interp['steady_ms']:.2f} ms)")
     if args.json:
-        print(json.dumps({f"{r}/{m}": v for (r, m), v in results.items()}))
+        print(json.dumps({"/".join(k): v for k, v in results.items()}))
 
 
 if __name__ == "__main__":

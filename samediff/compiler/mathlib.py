@@ -16,8 +16,9 @@ from ..kernels.fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_
                        tanh_f32)
 
 #: not ``inline="always"``: LLVM inlines these one-liners anyway, and Numba's IR inlining
-#: cost compile time in every kernel that calls one (``kernels.fastmath``)
-_jit = numba.njit(cache=False)
+#: cost compile time in every kernel that calls one (``kernels.fastmath``);
+#: disk-cached, so a later process's new kernel loads them instead of compiling them
+_jit = numba.njit(cache=True)
 _HALF = np.float64(0.5)
 _SQRT_2_OVER_PI = np.float64(math.sqrt(2.0 / math.pi))
 _INV_SQRT2 = np.float64(1.0 / math.sqrt(2.0))
