@@ -232,3 +232,90 @@ def test_convolution_and_pooling_warm_ups_follow_the_route_they_will_take():
     pa = pool.make_attrs({"kernel": (2, 2), "stride": (2, 2), "data_format": "NCHW"})
     assert pool.warm([g], pa)[0][1:] == ("_warm_pool_forward", ("pool2x2", "float32"))
     assert registry.get_op("max_pooling2d_grad").warm([g, t(32, 6, 12, 12)], pa)[0][1] == "_warm"
+
+
+def test_a_training_steps_two_plans_compile_as_one_pool(monkeypatch):
+    """The gradient plan and the update plan of a training step hand their kernels to one
+    compile (``together``): the update's kernels no longer wait for the gradients' pool to end
+    and then compile on their own."""
+    import nd4py as nd
+    from samediff import SameDiff
+    from samediff.training import TrainingConfig
+    from samediff.training.updaters import Sgd
+    pools: list = []
+    real = compile_helper._compile_all
+
+    def record(jobs, here, warmups):
+        pools.append(len(jobs))
+        real(jobs, here, warmups)
+    monkeypatch.setattr(compile_helper, "_compile_all", record)
+    rng = np.random.default_rng(0)
+    sd = SameDiff.create()
+    x = sd.placeholder("x", nd.FLOAT, -1, 6)
+    y = sd.placeholder("y", nd.FLOAT, -1, 3)
+    w = sd.var("w", rng.normal(size=(6, 3)).astype(np.float32))
+    b = sd.var("b", np.zeros(3, np.float32))
+    d = (x.mmul(w) + b).tanh() - y
+    (d * d).mean().mark_as_loss()
+    sd.set_training_config(TrainingConfig(updater=Sgd(0.1), feature_mapping=["x"],
+                                          label_mapping=["y"]))
+    xs = rng.normal(size=(16, 6)).astype(np.float32)
+    ys = rng.normal(size=(16, 3)).astype(np.float32)
+    sd.fit((xs, ys), epochs=3, batch_size=16, shuffle=False, verbose=0)
+    assert len(pools) == 1 and pools[0] >= 2  # both plans' kernels, in one call
+    steps = _kernel_steps()
+    assert steps and all(s.kernels is not None for s in steps)
+
+
+def _kernel_steps():
+    from samediff.compiler.plan import KernelStep
+    from samediff.training.step import StepPlan
+    import gc
+    plans = [o for o in gc.get_objects() if isinstance(o, StepPlan)]
+    return [s for p in plans for plan in (p.gradients, p.update) if hasattr(plan, "steps")
+            for s in plan.steps if isinstance(s, KernelStep)]
+
+
+def test_a_plan_run_inside_together_compiles_the_pool_first():
+    """Running a plan before its ``together()`` block ends compiles the block's pool then
+    (this thread); a plan made after that joins a new pool, which the block's end compiles."""
+    from samediff.compiler.cache import build_plan
+    from samediff.compiler.plan import CompiledPlan
+    from samediff.ops import TensorType, get_op
+    from types import SimpleNamespace as Node
+    t = TensorType((5,), np.dtype("float32"))
+    nodes = [Node(name="e", op=get_op("exp"), attrs=get_op("exp").default_attrs,
+                  inputs=("a",), outputs=("b",)),
+             Node(name="m", op=get_op("mul"), attrs=get_op("mul").default_attrs,
+                  inputs=("b", "a"), outputs=("c",))]
+    types = {"a": t, "b": t, "c": t}
+    a = np.linspace(-2, 2, 5, dtype=np.float32)
+    with compile_helper.together():
+        plan = build_plan(nodes, ["a"], ["c"], types, exact_shapes=True)
+        assert isinstance(plan, CompiledPlan) and not plan._ready.is_set()
+        got = plan.execute([a])[0]
+        assert plan._ready.is_set()
+        late = build_plan(nodes, ["a"], ["c"], types, exact_shapes=True)
+        assert not late._ready.is_set()
+    assert late._ready.is_set()
+    assert got.tobytes() == late.execute([a])[0].tobytes()
+    np.testing.assert_allclose(got, np.exp(a.astype(np.float64)) * a, rtol=1e-6)
+
+
+def test_a_plan_another_thread_runs_waits_for_the_pool():
+    from samediff.compiler.cache import build_plan
+    from samediff.ops import TensorType, get_op
+    from types import SimpleNamespace as Node
+    t = TensorType((4,), np.dtype("float32"))
+    nodes = [Node(name="n", op=get_op("neg"), attrs=get_op("neg").default_attrs,
+                  inputs=("a",), outputs=("b",))]
+    a = np.arange(4, dtype=np.float32)
+    results: list = []
+    with compile_helper.together():
+        plan = build_plan(nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
+        runner = threading.Thread(target=lambda: results.append(plan.execute([a])[0]))
+        runner.start()
+        runner.join(0.3)
+        assert runner.is_alive() and not results  # waiting for the block to end
+    runner.join(30)
+    assert results and results[0].tolist() == [-0.0, -1.0, -2.0, -3.0]

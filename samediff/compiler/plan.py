@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -662,12 +663,24 @@ class CompiledPlan:
         jobs = ([s.compile_job(types) for s in ksteps]
                 if len(ksteps) >= compile_helper.MIN_COLD and compile_helper.enabled()
                 else [None] * len(ksteps))
+        self.reason = ""
+        self._ready = threading.Event()  # set once the kernels are compiled (or fell back)
         compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types),
                                     compile_helper.warmups([s for s in self.steps
                                                             if not isinstance(s, KernelStep)],
-                                                           types) if any(jobs) else ())
+                                                           types) if any(jobs) else (),
+                                    then=self._compiled)
+
+    def _compiled(self) -> None:
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
+        self._ready.set()
+
+    def _wait_compiled(self) -> None:
+        """Before the first run: the kernels of a plan made in a ``compile_helper.together()``
+        block compile when it ends (on this thread: now; on another: wait for it)."""
+        compile_helper.flush()
+        self._ready.wait()
 
     def _views_of(self, slots: set) -> set:
         """``slots`` plus every library-call result that may be a view of one of them (numpy's
@@ -724,6 +737,7 @@ class CompiledPlan:
         if profiler.active:  # the only cost of the profiler when it is off
             return self._execute_profiled(inputs)
         if self._drive is None:
+            self._wait_compiled()
             self._drive = build_driver(self, KernelStep)
         results = self._drive(inputs)
         return protect_outputs(results, self._shared) if self._any_shared else results
@@ -731,6 +745,7 @@ class CompiledPlan:
     def _execute_profiled(self, inputs: Sequence[Any]) -> list[Any]:
         """``execute`` with a trace event per step and one for the whole run, for the profiles
         recording it (none during a profile's warm-up: then it just runs)."""
+        self._wait_compiled()
         into = profiler.plan_begin()
         try:
             start, recording = profiler.now_us(), 0.0  # (time spent recording, not running)

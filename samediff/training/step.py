@@ -36,6 +36,7 @@ import numpy as np
 from ..array import type_of
 from ..autodiff import grad
 from ..compiler.cache import PLAN_CACHE, Structure, plan_flavor
+from ..compiler.compile_helper import together
 from ..errors import TrainingError
 from ..ir import Graph, Node, VariableType, infer_node_types, needed_nodes
 from ..ops import TensorType
@@ -332,7 +333,12 @@ class TrainStep:
         return tuple(n for n, _ in self._placeholders)
 
     def _make_plan(self, types: dict[str, TensorType]) -> StepPlan:
-        """Both plans for inputs of these types (exact shapes: the batch's)."""
+        """Both plans for inputs of these types (exact shapes: the batch's), their kernels
+        compiled as one pool (``compile_helper.together``)."""
+        with together():
+            return self._make_plans(types)
+
+    def _make_plans(self, types: dict[str, TensorType]) -> StepPlan:
         gradients = typed_plan(self._gradient_nodes,
                                _inputs_of(self._gradient_nodes, self._gradient_outputs, types),
                                self._gradient_outputs, structure=self._structures[0])
