@@ -263,17 +263,12 @@ def test_a_training_steps_two_plans_compile_as_one_pool(monkeypatch):
     ys = rng.normal(size=(16, 3)).astype(np.float32)
     sd.fit((xs, ys), epochs=3, batch_size=16, shuffle=False, verbose=0)
     assert len(pools) == 1 and pools[0] >= 2  # both plans' kernels, in one call
-    steps = _kernel_steps()
-    assert steps and all(s.kernels is not None for s in steps)
-
-
-def _kernel_steps():
     from samediff.compiler.plan import KernelStep
-    from samediff.training.step import StepPlan
-    import gc
-    plans = [o for o in gc.get_objects() if isinstance(o, StepPlan)]
-    return [s for p in plans for plan in (p.gradients, p.update) if hasattr(plan, "steps")
-            for s in plan.steps if isinstance(s, KernelStep)]
+    from samediff.training.trainer import train_step_for
+    (plan,) = train_step_for(sd, sd.training_config, ())._plans.values()
+    steps = [s for p in (plan.gradients, plan.update) for s in p.steps
+             if isinstance(s, KernelStep)]
+    assert len(steps) == pools[0] and all(s.kernels is not None for s in steps)
 
 
 def test_a_plan_run_inside_together_compiles_the_pool_first():
