@@ -97,14 +97,47 @@ def test_a_hung_helper_is_closed_and_its_step_compiled_here(monkeypatch):
     assert order == [0, 1, 2] and helper.closed
 
 
-def test_the_helper_process_answers_a_bad_job_with_a_failure_and_keeps_serving():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_helper_process_answers_a_bad_job_with_a_failure_and_keeps_serving(method,
+                                                                                monkeypatch):
+    monkeypatch.setenv("ND4PY_COMPILE_HELPER_START", method)
     helper = compile_helper._Helper()
     try:
+        assert helper.started == compile_helper.start_method()
+        assert helper.pid != os.getpid()
         helper.prelude.clear()
         assert not helper.compile(("def kernel(:\n", "kernel", ()))
         assert helper.alive()
         assert helper.compile(("warm", "samediff.kernels.finite", "_warm",
                                ("finite", "float32")))
+    finally:
+        helper.close()
+    assert not helper.alive()
+
+
+@pytest.mark.skipif(compile_helper.start_method() != "fork", reason="helpers are spawned here")
+def test_no_fork_while_another_thread_compiles():
+    """A thread inside a Numba compile holds its lock: a fork would leave the child that lock
+    held for good, so the helper is a fresh interpreter then."""
+    from numba.core.compiler_lock import global_compiler_lock
+    holding, release = threading.Event(), threading.Event()
+
+    def compiling():
+        with global_compiler_lock:
+            holding.set()
+            release.wait(30)
+    other = threading.Thread(target=compiling)
+    other.start()
+    holding.wait(30)
+    try:
+        helper = compile_helper._Helper()
+    finally:
+        release.set()
+        other.join()
+    try:
+        assert helper.started == "spawn"
+        helper.prelude.clear()
+        assert helper.compile(("warm", "samediff.kernels.finite", "_warm", ("finite", "float32")))
     finally:
         helper.close()
     assert not helper.alive()

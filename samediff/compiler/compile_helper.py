@@ -4,9 +4,12 @@ A plan's kernels compile one after the other, and a Numba compile is one core's 
 holds one process-wide compiler lock for all of it, so threads cannot share it out. On a cold
 cache W9's first training step spent ~5.8 of its ~6.4 s in ~27 compiles of 0.1-1 s each, one
 core busy and the other idle. So when a plan has several kernels that are not in the disk
-cache, a helper process (a fresh interpreter, started on first need and kept until it has been
-idle for ``IDLE_SECONDS``) compiles some of them into the same disk cache while this process
-compiles the others:
+cache, a helper process (started on first need and kept until it has been idle for
+``IDLE_SECONDS``) compiles some of them into the same disk cache while this process compiles
+the others. On Linux the helper is a fork of this process, taken while no thread compiles, calls
+LLVM or runs a kernel (their locks held across the fork); elsewhere, or when such a thread is
+busy, a fresh interpreter, which spent ~0.45 s starting and importing before its first job
+(``start_method``):
 
 * the steps are a row; this process takes them from the front and the helper from the back,
   one at a time, until they meet (whoever comes first claims a step, under one lock; steps
@@ -43,9 +46,12 @@ import contextlib
 import importlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
+import time
+import warnings
 from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
@@ -280,28 +286,83 @@ def _running_helper() -> "_Helper | None":
     return _helper
 
 
+def start_method() -> str:
+    """How a new helper starts: ``"fork"`` (on Linux: a copy of this process, its modules
+    imported already -- a fresh interpreter spent ~0.45 s starting and importing ``samediff``
+    and Numba before its first job) or ``"spawn"`` (a fresh interpreter: elsewhere, with
+    ``ND4PY_COMPILE_HELPER_START=spawn``, and whenever a fork would not be safe, ``_Helper``)."""
+    if os.environ.get("ND4PY_COMPILE_HELPER_START", "fork") == "spawn":
+        return "spawn"
+    return "fork" if sys.platform.startswith("linux") and hasattr(os, "fork") else "spawn"
+
+
 class _Helper:
     """The helper process and the pipes to it (one job in flight at a time)."""
 
     def __init__(self) -> None:
-        # the same modules as here: this process's import path, made absolute
-        path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
-        env = dict(os.environ, PYTHONPATH=path)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from samediff.compiler.compile_helper import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self._popen: subprocess.Popen | None = None
+        self.started = start_method()
+        if self.started != "fork" or not self._fork():
+            self.started = "spawn"
+            self._spawn()
         self.prelude = list(PRELUDE)
         stats["helper_spawns"] += 1
 
+    def _spawn(self) -> None:
+        # the same modules as here: this process's import path, made absolute
+        path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
+        env = dict(os.environ, PYTHONPATH=path)
+        self._popen = subprocess.Popen(
+            [sys.executable, "-c", "from samediff.compiler.compile_helper import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.pid = self._popen.pid
+        self.jobs, self.answers = self._popen.stdin, self._popen.stdout
+
+    def _fork(self) -> bool:
+        """Start the helper as a fork of this process; False (nothing started) when that is
+        not safe now: another thread inside a Numba compile, an LLVM call or a kernel would
+        leave the child its locks held or a BLAS call half done. They are held across the
+        fork, so no compile or LLVM call starts meanwhile."""
+        held = _fork_locks()
+        if held is None:
+            return False
+        jobs_r, jobs_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        try:
+            with warnings.catch_warnings():  # (3.12+ warns of a fork with threads running:
+                warnings.simplefilter("ignore", DeprecationWarning)  # the locks above cover it)
+                pid = os.fork()
+        except OSError:
+            for fd in (jobs_r, jobs_w, answers_r, answers_w):
+                os.close(fd)
+            return False
+        finally:
+            for lock in reversed(held):  # (in the child too: its thread holds them now)
+                lock.release()
+        if pid == 0:
+            os.close(jobs_w)
+            os.close(answers_r)
+            _serve_forked(jobs_r, answers_w)  # never returns
+        os.close(jobs_r)
+        os.close(answers_w)
+        self.pid = pid
+        self.jobs, self.answers = os.fdopen(jobs_w, "wb"), os.fdopen(answers_r, "rb")
+        return True
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self._popen is not None:
+            return self._popen.poll() is None
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:  # reaped already (or by someone else)
+            return False
 
     def compile(self, job: tuple) -> bool:
         """Send one job and wait for its answer; False if it failed or the helper is gone."""
         try:
-            pickle.dump(job, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.flush()  # type: ignore[union-attr]
-            ok, _message = pickle.load(self.proc.stdout)  # type: ignore[arg-type]
+            pickle.dump(job, self.jobs, protocol=pickle.HIGHEST_PROTOCOL)
+            self.jobs.flush()
+            ok, _message = pickle.load(self.answers)
         except (OSError, EOFError, ValueError, pickle.UnpicklingError):
             self.close()
             ok = False
@@ -311,15 +372,84 @@ class _Helper:
     def close(self) -> None:
         """End the helper (it exits when its input closes; killed if it does not)."""
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(1.0)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+            self.jobs.close()
+        except (OSError, ValueError):
+            pass
+        if not self._exited(1.0):
+            self._kill()
+            self._exited(None)
         try:
-            self.proc.stdout.close()  # type: ignore[union-attr]
+            self.answers.close()
         except (OSError, ValueError):  # the feeder may be reading it: it ends with an error
             pass
+
+    def _exited(self, seconds: float | None) -> bool:
+        """Wait up to ``seconds`` (None: for good) for the helper to exit; reaps it."""
+        if self._popen is not None:
+            try:
+                self._popen.wait(seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            try:
+                if os.waitpid(self.pid, os.WNOHANG if deadline is not None else 0)[0] != 0:
+                    return True
+            except ChildProcessError:
+                return True
+            if time.monotonic() >= deadline:  # type: ignore[operator]
+                return False
+            time.sleep(0.005)
+
+    def _kill(self) -> None:
+        try:
+            if self._popen is not None:
+                self._popen.kill()
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def _fork_locks() -> list | None:
+    """Numba's compiler lock and llvmlite's lock of the LLVM C API, taken without waiting,
+    when no thread runs a kernel (``forksafe``); None (none held) otherwise."""
+    try:
+        from llvmlite.binding import ffi
+        from numba.core.compiler_lock import global_compiler_lock
+        locks = [global_compiler_lock._lock, ffi.lib._lock._lock]
+    except (ImportError, AttributeError):  # Numba's or llvmlite's internals moved: spawn
+        return None
+    from ..kernels import forksafe
+    held: list = []
+    for lock in locks:
+        if not lock.acquire(blocking=False):
+            break
+        held.append(lock)
+    else:
+        if forksafe.in_flight() == 0:
+            return held
+    for lock in reversed(held):
+        lock.release()
+    return None
+
+
+def _serve_forked(jobs: int, answers: int) -> None:
+    """The forked helper: ``serve`` on the pipes, then exit without running anything of the
+    parent's (its ``atexit`` handlers, its buffered output). Ctrl-C is the parent's to handle
+    (its exit closes our input); the standard streams go to the null device."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        _pool.work = None  # (a ``together`` block of the parent's thread is not ours)
+        serve(os.fdopen(jobs, "rb"), os.fdopen(answers, "wb"))
+        code = 0
+    finally:
+        os._exit(code)
 
 
 def _forget_in_child() -> None:
@@ -346,14 +476,16 @@ def _wait_for_input(stream: Any, seconds: float) -> bool:
         return True
 
 
-def serve() -> None:
+def serve(inp: Any = None, out: Any = None) -> None:
     """The helper's loop: compile each job into the disk cache and answer (ok, message);
     exit when the input ends or after ``IDLE_SECONDS`` without a job. A job is a kernel's
     (source, name, argument types), or ("warm", module, function, key) for a warm-up
-    (``PRELUDE``'s or an op's, ``warm_here``)."""
+    (``PRELUDE``'s or an op's, ``warm_here``). Jobs come from ``inp`` and answers go to
+    ``out`` (binary files; by default the standard input and output)."""
     from .codegen import load
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # the pipe carries answers only
+    if inp is None:
+        inp, out = sys.stdin.buffer, sys.stdout.buffer
+        sys.stdout = sys.stderr  # the pipe carries answers only
     while _wait_for_input(inp, IDLE_SECONDS):
         try:
             job = pickle.load(inp)
@@ -373,4 +505,4 @@ def serve() -> None:
 
 
 __all__ = ["IDLE_SECONDS", "MIN_COLD", "FirstCall", "compile_each", "enabled", "flush", "job",
-           "serve", "stats", "together", "warm_here", "warmups"]
+           "serve", "start_method", "stats", "together", "warm_here", "warmups"]
