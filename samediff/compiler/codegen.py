@@ -225,6 +225,17 @@ _lock = threading.Lock()
 _reused = 0
 
 
+def _new_lock_in_child() -> None:
+    """A forked child (the compile helper, a data loader) gets a free lock: a thread of the
+    parent's that was inside ``load`` at the fork does not exist in the child."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def kernel_stats() -> dict[str, int]:
     """``kernel_modules``: distinct kernel modules loaded by this process (each compiled once
     per machine, then loaded from the disk cache); ``kernel_reuses``: requests answered with a

@@ -46,7 +46,7 @@ from ..ops import TensorType
 from ..ops.registry import Accumulator
 from .codegen import PRELUDE, load, module_source
 from .exprs import Emitter
-from .plan import compute_dtype, fusable
+from .grouping import compute_dtype, fusable
 
 VECTOR, SCALAR = "vector", "scalar"
 

@@ -60,7 +60,7 @@ def describe(cond: Graph | None, body: Graph, types: Sequence[TensorType], nc: i
     """How a compiled plan runs this loop, for ``explain()``: whole, or step by step — why,
     and the plan each body gets per step (its fused kernels and library calls)."""
     from .loop_codegen import LoopKernel, Unsupported, step_types
-    from .plan import Group, partition
+    from .grouping import Group, partition
     try:
         LoopKernel(cond, body, types, nc, nx)
         return "compiled whole (one Numba loop)"
