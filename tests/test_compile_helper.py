@@ -347,3 +347,79 @@ def test_a_plan_another_thread_runs_waits_for_the_pool():
         assert runner.is_alive() and not results  # waiting for the block to end
     runner.join(30)
     assert results and results[0].tolist() == [-0.0, -1.0, -2.0, -3.0]
+
+
+class _Cut(BaseException):
+    """Stands for Ctrl-C (or a strict-mode error) in the middle of a pooled compile."""
+
+
+def test_a_pooled_compile_cut_short_caches_no_plan(monkeypatch):
+    """Plans made in a ``together()`` block are cached when their kernels are compiled: a
+    compile cut short leaves nothing half-built in the plan cache, so the next call builds
+    and compiles afresh (before pooling, such a plan was never cached either)."""
+    from samediff.compiler.cache import PLAN_CACHE, get_plan
+    from samediff.ops import TensorType, get_op
+    from types import SimpleNamespace as Node
+    t = TensorType((6,), np.dtype("float32"))
+    nodes = [Node(name="t", op=get_op("tanh"), attrs=get_op("tanh").default_attrs,
+                  inputs=("a",), outputs=("b",)),
+             Node(name="s", op=get_op("sub"), attrs=get_op("sub").default_attrs,
+                  inputs=("b", "a"), outputs=("c",))]
+    types = {"a": t, "b": t, "c": t}
+    key = ("a pooled compile cut short", object())
+    real = compile_helper._compile_all
+
+    def cut(jobs, here, warmups):
+        raise _Cut()
+    monkeypatch.setattr(compile_helper, "_compile_all", cut)
+    with pytest.raises(_Cut):
+        with compile_helper.together():
+            get_plan(key, nodes, ["a"], ["c"], types, exact_shapes=True)
+    assert key not in {k.key for k in PLAN_CACHE._plans}
+    monkeypatch.setattr(compile_helper, "_compile_all", real)
+    plan = get_plan(key, nodes, ["a"], ["c"], types, exact_shapes=True)
+    assert plan.kind == "compiled" and not plan.reason
+    assert all(s.kernels is not None for s in plan.steps if hasattr(s, "kernels"))
+    a = np.linspace(-1, 1, 6, dtype=np.float32)
+    np.testing.assert_allclose(plan.execute([a])[0], np.tanh(a) - a, rtol=1e-6, atol=1e-7)
+
+
+def test_the_same_plan_asked_twice_in_one_block_does_not_wait_for_itself():
+    from samediff.compiler.cache import get_plan
+    from samediff.ops import TensorType, get_op
+    from types import SimpleNamespace as Node
+    t = TensorType((3,), np.dtype("float32"))
+    nodes = [Node(name="e", op=get_op("exp"), attrs=get_op("exp").default_attrs,
+                  inputs=("a",), outputs=("b",))]
+    key = ("asked twice in one block", object())
+    with compile_helper.together():
+        first = get_plan(key, nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
+        again = get_plan(key, nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
+    assert again is first and first._ready.is_set()
+
+
+@pytest.mark.skipif(compile_helper.start_method() != "fork", reason="helpers are spawned here")
+def test_a_forked_helper_lets_go_of_the_parents_files_and_signal_handlers(tmp_path):
+    """The helper must not keep a pipe (socket, lock file) of its parent's open after the
+    parent closes it, nor run the parent's Python signal handlers."""
+    import select
+    import signal
+    r, w = os.pipe()
+    ran: list = []
+    previous = signal.signal(signal.SIGUSR1, lambda *a: ran.append(1))
+    try:
+        helper = compile_helper._Helper()
+        try:
+            assert helper.started == "fork"
+            os.close(w)
+            assert select.select([r], [], [], 5)[0] and os.read(r, 1) == b""  # end of file now
+            os.kill(helper.pid, signal.SIGUSR1)  # the default action: it ends
+            deadline = time.monotonic() + 10
+            while helper.alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not helper.alive() and not ran
+        finally:
+            helper.close()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        os.close(r)

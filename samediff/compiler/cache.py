@@ -314,34 +314,57 @@ class PlanCache:
                     self.stats.misses += 1
                     done = self._building[key] = threading.Event()
                     break
+            if not pending.is_set():  # (this thread's own pooled compile, if it is one, now)
+                from .compile_helper import flush
+                flush()
             pending.wait()
+        start = None
         try:
             if profiler.active:
                 profiler.instant("plan cache miss", "cache", _cache_args(None, owner))
                 start = profiler.now_us()
-                plan = build()
-                profiler.compile_event(start, plan, owner)
-            else:
-                plan = build()  # outside the lock: compiling may be slow
+            plan = build()  # outside the lock: compiling may be slow
         except BaseException:
             with self._lock:
                 del self._building[key]
             done.set()
             raise
+        within: list = [True]  # filed within this call, or later by a pooled compile
+        warned: list = []
+
+        def file(ok: bool) -> None:
+            warning = self._file(key, plan, owner, start, done, ok)
+            if warning and within[0]:
+                warned.append(warning)
+            elif warning:
+                warnings.warn(warning, RetraceWarning, stacklevel=2)
+        # a plan whose kernels compile later (``compile_helper.together``) is filed then
+        getattr(plan, "when_compiled", lambda callback: callback(True))(file)
+        within[0] = False
+        if warned:
+            warnings.warn(warned[0], RetraceWarning, stacklevel=5)  # -> get_plan's caller's caller
+        return plan
+
+    def _file(self, key: Hashable, plan: Any, owner: Hashable, start: float | None,
+              done: threading.Event, ok: bool) -> str | None:
+        """Cache ``plan`` under ``key`` (``ok``; its retrace warning, if any), or drop it (its
+        compile was cut short); either way, callers waiting for the key go on."""
+        if start is not None and ok:
+            profiler.compile_event(start, plan, owner)
+        warning = None
         with self._lock:
             del self._building[key]
-            self.stats.compiles += 1
-            if getattr(plan, "reason", ""):
-                self.stats.fallbacks += 1
-            self._plans[key] = plan
-            while len(self._plans) > self.maxsize:
-                self._plans.popitem(last=False)
-                self.stats.evictions += 1
-            warning = self._note_owner(owner, key)
+            if ok:
+                self.stats.compiles += 1
+                if getattr(plan, "reason", ""):
+                    self.stats.fallbacks += 1
+                self._plans[key] = plan
+                while len(self._plans) > self.maxsize:
+                    self._plans.popitem(last=False)
+                    self.stats.evictions += 1
+                warning = self._note_owner(owner, key)
         done.set()
-        if warning:
-            warnings.warn(warning, RetraceWarning, stacklevel=5)  # -> get_plan's caller's caller
-        return plan
+        return warning
 
     def _note_owner(self, owner: Hashable, key: Hashable) -> str | None:
         if owner is None:

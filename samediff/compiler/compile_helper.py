@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import os
 import pickle
@@ -139,10 +140,10 @@ def together() -> Iterator[None]:
 
     >>> done = []
     >>> with together():
-    ...     compile_each([None], done.append, then=lambda: done.append("then"))
+    ...     compile_each([None], done.append, then=done.append)
     ...     held = list(done)
     >>> held, done
-    ([], [0, 'then'])
+    ([], [0, True])
     """
     if getattr(_pool, "work", None) is not None:
         yield
@@ -165,32 +166,33 @@ def flush() -> None:
 
 def _compile_pooled(work: list) -> None:
     owner = [(w, k) for w in work for k in range(len(w[0]))]
+    ok = False
     try:
         _compile_all([j for w in work for j in w[0]], lambda n: owner[n][0][1](owner[n][1]),
                      [x for w in work for x in w[2]])
+        ok = True
     finally:
         for _jobs, _here, _warm, then in work:
             if then is not None:
-                then()
+                then(ok)
 
 
 def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], None],
-                 warmups: Sequence[tuple] = (), then: Callable[[], None] | None = None) -> None:
+                 warmups: Sequence[tuple] = (),
+                 then: Callable[[bool], None] | None = None) -> None:
     """``compile_here(k)`` for every step ``k`` in order, with the helper compiling cold steps
     (``jobs[k]`` not None) from the back meanwhile, when that is worth it (module docstring);
-    then ``then()``. Inside ``together()`` this happens when the block ends, with the other
-    plans' steps. ``warmups``: the kernels layer's warm-ups the plan's library steps will run
-    (``OpDef.warm``: (module, function, key)); the helper takes them before any step, and
-    this process runs what is left of them after its steps, each once per process."""
+    then ``then(ok)`` (``ok`` False: the compile was cut short by an exception, which
+    propagates: Ctrl-C, a strict-mode ``CompilationError``). Inside ``together()`` this
+    happens when the block ends, with the other plans' steps. ``warmups``: the kernels
+    layer's warm-ups the plan's library steps will run (``OpDef.warm``: (module, function,
+    key)); the helper takes them before any step, and this process runs what is left of them
+    after its steps, each once per process."""
     work = getattr(_pool, "work", None)
     if work is not None:
         work.append((jobs, compile_here, warmups, then))
         return
-    try:
-        _compile_all(jobs, compile_here, warmups)
-    finally:
-        if then is not None:
-            then()
+    _compile_pooled([(jobs, compile_here, warmups, then)])
 
 
 def _compile_all(jobs: Sequence[tuple | None], compile_here: Callable[[int], None],
@@ -323,26 +325,39 @@ class _Helper:
         not safe now: another thread inside a Numba compile, an LLVM call or a kernel would
         leave the child its locks held or a BLAS call half done. They are held across the
         fork, so no compile or LLVM call starts meanwhile."""
+        try:
+            jobs_r, jobs_w = os.pipe()
+        except OSError:  # (out of file descriptors: so would a spawn be)
+            return False
+        try:
+            answers_r, answers_w = os.pipe()
+        except OSError:
+            os.close(jobs_r)
+            os.close(jobs_w)
+            return False
+        fds = (jobs_r, jobs_w, answers_r, answers_w)
         held = _fork_locks()
         if held is None:
+            for fd in fds:
+                os.close(fd)
             return False
-        jobs_r, jobs_w = os.pipe()
-        answers_r, answers_w = os.pipe()
         try:
             with warnings.catch_warnings():  # (3.12+ warns of a fork with threads running:
                 warnings.simplefilter("ignore", DeprecationWarning)  # the locks above cover it)
                 pid = os.fork()
         except OSError:
-            for fd in (jobs_r, jobs_w, answers_r, answers_w):
+            pid = -1
+        if pid == 0:  # the child: never returns into the caller's code
+            try:
+                _release(held)  # (its one thread holds them now)
+                _serve_forked(jobs_r, answers_w, keep={jobs_r, answers_w})
+            finally:
+                os._exit(1)
+        _release(held)
+        if pid < 0:
+            for fd in fds:
                 os.close(fd)
             return False
-        finally:
-            for lock in reversed(held):  # (in the child too: its thread holds them now)
-                lock.release()
-        if pid == 0:
-            os.close(jobs_w)
-            os.close(answers_r)
-            _serve_forked(jobs_r, answers_w)  # never returns
         os.close(jobs_r)
         os.close(answers_w)
         self.pid = pid
@@ -414,42 +429,70 @@ class _Helper:
 
 def _fork_locks() -> list | None:
     """Numba's compiler lock and llvmlite's lock of the LLVM C API, taken without waiting,
-    when no thread runs a kernel (``forksafe``); None (none held) otherwise."""
+    when no other thread runs a kernel (``forksafe``) and no background compile is queued
+    (``kernels.compiling``: the child would start a thread for it); None (none held)
+    otherwise."""
     try:
         from llvmlite.binding import ffi
         from numba.core.compiler_lock import global_compiler_lock
         locks = [global_compiler_lock._lock, ffi.lib._lock._lock]
     except (ImportError, AttributeError):  # Numba's or llvmlite's internals moved: spawn
         return None
-    from ..kernels import forksafe
+    from ..kernels import compiling, forksafe
     held: list = []
     for lock in locks:
         if not lock.acquire(blocking=False):
             break
         held.append(lock)
     else:
-        if forksafe.in_flight() == 0:
+        if forksafe.others_in_flight() == 0 and compiling.pending() == 0:
             return held
-    for lock in reversed(held):
-        lock.release()
+    _release(held)
     return None
 
 
-def _serve_forked(jobs: int, answers: int) -> None:
-    """The forked helper: ``serve`` on the pipes, then exit without running anything of the
-    parent's (its ``atexit`` handlers, its buffered output). Ctrl-C is the parent's to handle
-    (its exit closes our input); the standard streams go to the null device."""
-    code = 1
+def _release(held: list) -> None:
+    for lock in reversed(held):
+        lock.release()
+
+
+def _serve_forked(jobs: int, answers: int, keep: set) -> None:
+    """The forked helper (it ends with ``os._exit``: nothing of the parent's runs here, not
+    its ``atexit`` handlers nor its buffered output). What it inherited and must not hold or
+    act on is let go first:
+
+    * Ctrl-C is the parent's to handle (its exit closes our input); the parent's Python signal
+      handlers (a checkpoint on SIGTERM) are not ours: default actions, no wake-up fd;
+    * every file descriptor but the two pipes now points to the null device -- a pipe, socket
+      or lock file the parent closes must not stay open here (a spawned interpreter never had
+      them); the numbers stay taken, so an inherited file object that is finalized later
+      closes nothing of ours;
+    * the objects it inherited are frozen out of garbage collection (collecting them would
+      copy the parent's pages and run their finalizers); its own are collected."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for number in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(number)) and number != signal.SIGINT:
+                signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError, TypeError):
+            continue
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        _pool.work = None  # (a ``together`` block of the parent's thread is not ours)
-        serve(os.fdopen(jobs, "rb"), os.fdopen(answers, "wb"))
-        code = 0
-    finally:
-        os._exit(code)
+        signal.set_wakeup_fd(-1)
+    except (ValueError, OSError):
+        pass
+    gc.freeze()
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep and fd != null:
+            try:
+                os.dup2(null, fd)
+            except OSError:  # (the directory's own descriptor, closed by now)
+                continue
+    sys.stdout = sys.stderr = open(null, "w", closefd=False)
+    _pool.work = None  # (a ``together`` block of the parent's thread is not ours)
+    serve(os.fdopen(jobs, "rb"), os.fdopen(answers, "wb"))
+    os._exit(0)
 
 
 def _forget_in_child() -> None:

@@ -10,7 +10,7 @@ import math
 import numba
 import numpy as np
 
-from ..kernels.fastmath import row_max as _row_max_n
+from ..kernels.fastmath import row_max_f64 as row_max  # noqa: F401 (the row kernels' shift)
 from ..kernels.fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_tanh_f32,  # noqa: F401
                        log1p_f32, log_f32, log_sigmoid_f32, sigmoid_f32, softplus_f32, swish_f32,
                        tanh_f32)
@@ -135,12 +135,6 @@ def row_norm_f32(mu, var, eps):
     m32 = np.float32(m)
     r = np.divide(p, std)  # (std = 0: inf, no ZeroDivisionError)
     return np.float32(1.0 / p), m32, np.float32(r), np.float32((m - m32) * r)
-
-
-@_rowjit
-def row_max(row):
-    """max(row), -inf for an empty row (float64: exact for float32 rows)."""
-    return np.float64(_row_max_n(row, row.size)) if row.size else -np.inf
 
 
 @_rowjit

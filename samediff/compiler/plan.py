@@ -497,16 +497,32 @@ class CompiledPlan:
                 else [None] * len(ksteps))
         self.reason = ""
         self._ready = threading.Event()  # set once the kernels are compiled (or fell back)
+        self._compiled_ok = True
+        self._when_compiled: list = []
         compile_helper.compile_each(jobs, lambda k: ksteps[k].compile(types),
                                     compile_helper.warmups([s for s in self.steps
                                                             if not isinstance(s, KernelStep)],
                                                            types) if any(jobs) else (),
                                     then=self._compiled)
 
-    def _compiled(self) -> None:
+    def _compiled(self, ok: bool) -> None:
         failed = [s for s in self.steps if isinstance(s, KernelStep) and s.kernels is None]
         self.reason = "; ".join(f"{s.describe()}: {s.reason}" for s in failed)
+        self._compiled_ok = ok
         self._ready.set()
+        callbacks, self._when_compiled = self._when_compiled, []
+        for callback in callbacks:
+            callback(ok)
+
+    def when_compiled(self, callback: Any) -> None:
+        """``callback(ok)`` once the kernels are compiled -- now, unless the plan was made in a
+        ``compile_helper.together()`` block that has not ended; ``ok`` False: the compile was
+        cut short (Ctrl-C, a strict-mode error). The plan cache files the plan then
+        (``cache.PlanCache.get_or_build``): a plan is cached compiled, or not at all."""
+        if self._ready.is_set():
+            callback(self._compiled_ok)
+        else:
+            self._when_compiled.append(callback)
 
     def _wait_compiled(self) -> None:
         """Before the first run: the kernels of a plan made in a ``compile_helper.together()``

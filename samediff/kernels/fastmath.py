@@ -72,7 +72,7 @@ import numpy as np
 
 __all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32",
            "sigmoid_f32", "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32",
-           "gelu_erf_f32", "swish_f32", "row_max"]
+           "gelu_erf_f32", "swish_f32", "row_max", "row_max_f64"]
 
 #: LLVM fast-math flags of every generated kernel (and of these functions when called directly):
 #: only "contract", which fuses a*b + c into one FMA (one rounding instead of two; the error
@@ -376,3 +376,12 @@ def row_max(row, n):
         x = row[j]
         a0 = x if x > a0 else a0
     return max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+
+
+@numba.njit(cache=True, nogil=True)
+def row_max_f64(row):
+    """max(row) as a float64 (exact for float32 rows), -inf for an empty row: the shift of a
+    generated row kernel (``compiler/mathlib.py`` names it ``row_max``). Here, next to
+    ``row_max``, because Numba's disk cache notices a change of a function's own file only:
+    a wrapper cached in another file kept the old ``row_max`` inlined."""
+    return np.float64(row_max(row, row.size)) if row.size else -np.inf

@@ -42,7 +42,7 @@ import threading
 import warnings
 from typing import Callable, TypeVar
 
-__all__ = ["guarded", "is_guarded", "in_flight", "nested_thread", "WAIT_S"]
+__all__ = ["guarded", "is_guarded", "in_flight", "nested_thread", "others_in_flight", "WAIT_S"]
 
 #: longest the fork handler waits for in-flight kernels before it lets the fork go on (with
 #: a RuntimeWarning): a kernel that needs something the forking thread holds (a lock of the
@@ -135,6 +135,15 @@ def in_flight() -> int:
     0
     """
     return len(_entries)
+
+
+def others_in_flight() -> int:
+    """``in_flight()`` without the calling thread's own guarded call, if it is inside one.
+
+    >>> others_in_flight()
+    0
+    """
+    return len(_entries) - (1 if getattr(_local, "depth", 0) else 0)
 
 
 def _before_fork() -> None:
