@@ -129,22 +129,3 @@ def test_a_load_that_fails_after_joining_the_jit_is_not_retried(tmp_path, monkey
     with pytest.raises(RuntimeError, match="lookup failed"):
         module.kernel(1)
     assert fastload.stats["fast_load_fallbacks"] == before["fast_load_fallbacks"]
-
-
-@pytest.mark.skipif(not fastload.ENABLED, reason="fast loads are off (ND4PY_FAST_LOAD=0)")
-def test_a_change_of_the_element_functions_misses_the_cached_kernels(tmp_path, monkeypatch):
-    """Numba's cache checks a function's own file only; kernels inline the element functions
-    of ``fastmath.py``, so their entries are keyed by its source too."""
-    monkeypatch.setenv("ND4PY_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(codegen, "_loaded", {})
-    source = codegen.module_source(list(codegen.PRELUDE) + [
-        codegen.decorator(), "def kernel(x):", "    return x * 3", ""])
-    assert codegen.load(source).kernel(2) == 6  # compiled and saved
-    monkeypatch.setattr(codegen, "_loaded", {})
-    same = codegen.load(source)
-    assert same.kernel(2) == 6 and same.kernel.stats.cache_hits  # loaded
-    monkeypatch.setattr(codegen, "_loaded", {})
-    monkeypatch.setattr(fastload, "_ELEMENT_FUNCTIONS", ["fastmath.py changed"])
-    changed = codegen.load(source)
-    assert changed.kernel(2) == 6
-    assert not changed.kernel.stats.cache_hits and changed.kernel.stats.cache_misses

@@ -108,11 +108,9 @@ if FunctionCache is not None:
 
     class RuntimeOnlyCache(FunctionCache):
         """A ``FunctionCache`` whose loads initialize Numba's runtime, not its whole compiler,
-        and leave the library's linkable IR unparsed (``LazyLinkLibrary``); its entries are
-        keyed by the element functions' source too (``_element_functions``)."""
-
-        def _index_key(self, sig: Any, codegen: Any) -> Any:
-            return super()._index_key(sig, codegen) + (_element_functions(),)
+        and leave the library's linkable IR unparsed (``LazyLinkLibrary``). (Its entries are
+        Numba's own: a function is found under the same key whether or not it was adopted
+        when it was saved -- a compile helper saves functions it never adopted.)"""
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             codegen = target_context.codegen()
@@ -138,21 +136,6 @@ if FunctionCache is not None:
                     stats["fast_loads"] += 1
                     return data
             return super().load_overload(sig, target_context)  # miss: the usual path
-
-
-_ELEMENT_FUNCTIONS: list = []
-
-
-def _element_functions() -> str:
-    """A hash of ``fastmath.py``. Numba's disk cache notices a change of a function's own file
-    only, and the LSTM loops, the attention kernels and the generated kernels inline the
-    element functions they call: a change there must miss their entries too."""
-    if not _ELEMENT_FUNCTIONS:
-        import hashlib
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fastmath.py")
-        with open(path, "rb") as source:
-            _ELEMENT_FUNCTIONS.append(hashlib.sha256(source.read()).hexdigest()[:16])
-    return _ELEMENT_FUNCTIONS[0]
 
 
 def adopt(dispatcher: Any) -> bool:
