@@ -325,8 +325,8 @@ def test_a_run_with_dropout_is_the_same_bits_run_to_run_even_when_a_worker_is_ki
 def test_a_round_the_scheduler_cancels_runs_again_with_the_same_bits(client, digits,
                                                                      monkeypatch):
     """Dask may cancel a round's future while a worker dies ("already forgotten"): the round
-    runs again under new keys, and the model is the bits of an uncancelled run; a round
-    cancelled every time ends in a named error."""
+    runs again under new keys, and the model is the bits of an uncancelled run, also when the
+    scattered model itself was lost; a round cancelled every time ends in a named error."""
     from concurrent.futures import CancelledError
     (x, y), _ = digits
     kw = dict(epochs=1, batch_size=16, averaging_frequency=4, partitions=2, seed=4, verbose=0)
@@ -344,6 +344,21 @@ def test_a_round_the_scheduler_cancels_runs_again_with_the_same_bits(client, dig
     again = _dropout_model()
     fit_distributed(again, data, client, **kw)
     assert calls[1] == calls[2] == 1 and _same(plain, again)
+
+    # the round's scattered model lost with its workers: a run again on the same model
+    # future would be cancelled again ("lost dependencies"); a fresh copy is scattered
+    calls.clear()
+
+    def model_lost_once(self, final, watched, epoch):
+        calls.append(self.count)
+        if len(calls) == 2:
+            self.client.cancel([self.model], force=True)
+            raise CancelledError("lost dependencies")
+        return real_wait(self, final, watched, epoch)
+    monkeypatch.setattr(fit_module._Run, "_wait", model_lost_once)
+    lost = _dropout_model()
+    fit_distributed(lost, data, client, **kw)
+    assert calls[1] == calls[2] == 1 and _same(plain, lost)
 
     def always_cancelled(self, final, watched, epoch):
         raise CancelledError("already forgotten")

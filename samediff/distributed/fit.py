@@ -268,11 +268,11 @@ class _Run:
         self.count = 0  # rounds run so far (task keys)
 
     def start(self, data: Any, n_partitions: int | None) -> None:
-        model_bytes, self.model_digest = encode_model(self.sd)
+        self._model_bytes, self.model_digest = encode_model(self.sd)
         # a key of its own (hash=False): scattered under its content's hash, a second run of
         # the same model reused the key while the scheduler was still releasing the first
         # run's copy, and its tasks failed with "lost dependencies" (1 run in 3)
-        self.model = self.client.scatter(model_bytes, broadcast=True, hash=False)
+        self.model = self.client.scatter(self._model_bytes, broadcast=True, hash=False)
         self.parts: Partitions = partition(data, self.client, n_partitions,
                                            Placeholders.of(self.sd))
         self.batches = self.parts.batches(self.batch_size)
@@ -281,7 +281,7 @@ class _Run:
         self.rounds_per_epoch = -(-max(self.batches) // self.freq)
 
     def close(self) -> None:
-        self.model = None
+        self.model = self._model_bytes = None
         self.parts = None  # type: ignore[assignment]
 
     # -- one round --------------------------------------------------------------------------
@@ -323,6 +323,13 @@ class _Run:
                         f"{exc}", round=self.count) from exc
                 log.warning("fit_distributed: round %d (epoch %d) was cancelled by the "
                             "scheduler (%s); running it again", self.count, epoch, exc)
+                # What was scattered has no lineage: if every copy went with the workers
+                # ("lost dependencies"), a run again on the same futures is cancelled again.
+                # Fresh copies (new keys) make the next try independent of the lost ones.
+                self.model = self.client.scatter(self._model_bytes, broadcast=True,
+                                                 hash=False)
+                if shared is not blob:
+                    shared = client.scatter(blob, broadcast=True, hash=False)
         if self.mode == "gradients":
             result = self._gradient_result(result, watched)
         t4 = time.perf_counter()
