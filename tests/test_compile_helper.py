@@ -304,26 +304,35 @@ def test_a_training_steps_two_plans_compile_as_one_pool(monkeypatch):
     assert len(steps) == pools[0] and all(s.kernels is not None for s in steps)
 
 
+def _chain(size, *ops):
+    """Nodes applying ``ops`` in turn to float32 ``a`` of ``size`` elements (a binary op
+    also reads ``a``), and every value's type: ``(nodes, types, last value)``."""
+    from samediff.ops import TensorType, get_op
+    from types import SimpleNamespace as Node
+    t = TensorType((size,), np.dtype("float32"))
+    nodes, value = [], "a"
+    for k, name in enumerate(ops):
+        op = get_op(name)
+        ins = (value,) if len(op.inputs) == 1 else (value, "a")
+        nodes.append(Node(name=f"n{k}", op=op, attrs=op.default_attrs, inputs=ins,
+                          outputs=(f"v{k}",)))
+        value = f"v{k}"
+    return nodes, {"a": t, **{n.outputs[0]: t for n in nodes}}, value
+
+
 def test_a_plan_run_inside_together_compiles_the_pool_first():
     """Running a plan before its ``together()`` block ends compiles the block's pool then
     (this thread); a plan made after that joins a new pool, which the block's end compiles."""
     from samediff.compiler.cache import build_plan
     from samediff.compiler.plan import CompiledPlan
-    from samediff.ops import TensorType, get_op
-    from types import SimpleNamespace as Node
-    t = TensorType((5,), np.dtype("float32"))
-    nodes = [Node(name="e", op=get_op("exp"), attrs=get_op("exp").default_attrs,
-                  inputs=("a",), outputs=("b",)),
-             Node(name="m", op=get_op("mul"), attrs=get_op("mul").default_attrs,
-                  inputs=("b", "a"), outputs=("c",))]
-    types = {"a": t, "b": t, "c": t}
+    nodes, types, out = _chain(5, "exp", "mul")
     a = np.linspace(-2, 2, 5, dtype=np.float32)
     with compile_helper.together():
-        plan = build_plan(nodes, ["a"], ["c"], types, exact_shapes=True)
+        plan = build_plan(nodes, ["a"], [out], types, exact_shapes=True)
         assert isinstance(plan, CompiledPlan) and not plan._ready.is_set()
         got = plan.execute([a])[0]
         assert plan._ready.is_set()
-        late = build_plan(nodes, ["a"], ["c"], types, exact_shapes=True)
+        late = build_plan(nodes, ["a"], [out], types, exact_shapes=True)
         assert not late._ready.is_set()
     assert late._ready.is_set()
     assert got.tobytes() == late.execute([a])[0].tobytes()
@@ -332,15 +341,11 @@ def test_a_plan_run_inside_together_compiles_the_pool_first():
 
 def test_a_plan_another_thread_runs_waits_for_the_pool():
     from samediff.compiler.cache import build_plan
-    from samediff.ops import TensorType, get_op
-    from types import SimpleNamespace as Node
-    t = TensorType((4,), np.dtype("float32"))
-    nodes = [Node(name="n", op=get_op("neg"), attrs=get_op("neg").default_attrs,
-                  inputs=("a",), outputs=("b",))]
+    nodes, types, out = _chain(4, "neg")
     a = np.arange(4, dtype=np.float32)
     results: list = []
     with compile_helper.together():
-        plan = build_plan(nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
+        plan = build_plan(nodes, ["a"], [out], types, exact_shapes=True)
         runner = threading.Thread(target=lambda: results.append(plan.execute([a])[0]))
         runner.start()
         runner.join(0.3)
@@ -358,14 +363,7 @@ def test_a_pooled_compile_cut_short_caches_no_plan(monkeypatch):
     compile cut short leaves nothing half-built in the plan cache, so the next call builds
     and compiles afresh (before pooling, such a plan was never cached either)."""
     from samediff.compiler.cache import PLAN_CACHE, get_plan
-    from samediff.ops import TensorType, get_op
-    from types import SimpleNamespace as Node
-    t = TensorType((6,), np.dtype("float32"))
-    nodes = [Node(name="t", op=get_op("tanh"), attrs=get_op("tanh").default_attrs,
-                  inputs=("a",), outputs=("b",)),
-             Node(name="s", op=get_op("sub"), attrs=get_op("sub").default_attrs,
-                  inputs=("b", "a"), outputs=("c",))]
-    types = {"a": t, "b": t, "c": t}
+    nodes, types, out = _chain(6, "tanh", "sub")
     key = ("a pooled compile cut short", object())
     real = compile_helper._compile_all
 
@@ -374,10 +372,10 @@ def test_a_pooled_compile_cut_short_caches_no_plan(monkeypatch):
     monkeypatch.setattr(compile_helper, "_compile_all", cut)
     with pytest.raises(_Cut):
         with compile_helper.together():
-            get_plan(key, nodes, ["a"], ["c"], types, exact_shapes=True)
+            get_plan(key, nodes, ["a"], [out], types, exact_shapes=True)
     assert key not in {k.key for k in PLAN_CACHE._plans}
     monkeypatch.setattr(compile_helper, "_compile_all", real)
-    plan = get_plan(key, nodes, ["a"], ["c"], types, exact_shapes=True)
+    plan = get_plan(key, nodes, ["a"], [out], types, exact_shapes=True)
     assert plan.kind == "compiled" and not plan.reason
     assert all(s.kernels is not None for s in plan.steps if hasattr(s, "kernels"))
     a = np.linspace(-1, 1, 6, dtype=np.float32)
@@ -386,15 +384,11 @@ def test_a_pooled_compile_cut_short_caches_no_plan(monkeypatch):
 
 def test_the_same_plan_asked_twice_in_one_block_does_not_wait_for_itself():
     from samediff.compiler.cache import get_plan
-    from samediff.ops import TensorType, get_op
-    from types import SimpleNamespace as Node
-    t = TensorType((3,), np.dtype("float32"))
-    nodes = [Node(name="e", op=get_op("exp"), attrs=get_op("exp").default_attrs,
-                  inputs=("a",), outputs=("b",))]
+    nodes, types, out = _chain(3, "exp")
     key = ("asked twice in one block", object())
     with compile_helper.together():
-        first = get_plan(key, nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
-        again = get_plan(key, nodes, ["a"], ["b"], {"a": t, "b": t}, exact_shapes=True)
+        first = get_plan(key, nodes, ["a"], [out], types, exact_shapes=True)
+        again = get_plan(key, nodes, ["a"], [out], types, exact_shapes=True)
     assert again is first and first._ready.is_set()
 
 

@@ -333,32 +333,28 @@ def test_a_round_the_scheduler_cancels_runs_again_with_the_same_bits(client, dig
     data = (x[:160], y[:160])
     plain = _dropout_model()
     fit_distributed(plain, data, client, **kw)
-    real_wait, calls = fit_module._Run._wait, []
+    real_wait = fit_module._Run._wait
 
-    def cancelled_once(self, final, watched, epoch):
-        calls.append(self.count)
-        if len(calls) == 2:  # the second round's first try
-            raise CancelledError("already forgotten")
-        return real_wait(self, final, watched, epoch)
-    monkeypatch.setattr(fit_module._Run, "_wait", cancelled_once)
-    again = _dropout_model()
-    fit_distributed(again, data, client, **kw)
-    assert calls[1] == calls[2] == 1 and _same(plain, again)
+    def run_cancelling_the_second_round(lose_model: bool):
+        """A run whose second round's first try is cancelled -- after the round's scattered
+        model was lost with its workers, with ``lose_model`` (a run again on the same model
+        future would be cancelled again, "lost dependencies": a fresh copy is scattered)."""
+        calls: list = []
 
-    # the round's scattered model lost with its workers: a run again on the same model
-    # future would be cancelled again ("lost dependencies"); a fresh copy is scattered
-    calls.clear()
+        def cancelled_once(self, final, watched, epoch):
+            calls.append(self.count)
+            if len(calls) == 2:  # the second round's first try
+                if lose_model:
+                    self.client.cancel([self.model], force=True)
+                raise CancelledError("already forgotten")
+            return real_wait(self, final, watched, epoch)
+        monkeypatch.setattr(fit_module._Run, "_wait", cancelled_once)
+        model = _dropout_model()
+        fit_distributed(model, data, client, **kw)
+        assert calls[1] == calls[2] == 1 and _same(plain, model)
 
-    def model_lost_once(self, final, watched, epoch):
-        calls.append(self.count)
-        if len(calls) == 2:
-            self.client.cancel([self.model], force=True)
-            raise CancelledError("lost dependencies")
-        return real_wait(self, final, watched, epoch)
-    monkeypatch.setattr(fit_module._Run, "_wait", model_lost_once)
-    lost = _dropout_model()
-    fit_distributed(lost, data, client, **kw)
-    assert calls[1] == calls[2] == 1 and _same(plain, lost)
+    run_cancelling_the_second_round(lose_model=False)
+    run_cancelling_the_second_round(lose_model=True)
 
     def always_cancelled(self, final, watched, epoch):
         raise CancelledError("already forgotten")
