@@ -527,8 +527,9 @@ class CompiledPlan:
     def _wait_compiled(self) -> None:
         """Before the first run: the kernels of a plan made in a ``compile_helper.together()``
         block compile when it ends (on this thread: now; on another: wait for it)."""
-        compile_helper.flush()
-        self._ready.wait()
+        if not self._ready.is_set():  # (every profiled run asks: nothing to do once compiled)
+            compile_helper.flush()
+            self._ready.wait()
 
     def _views_of(self, slots: set) -> set:
         """``slots`` plus every library-call result that may be a view of one of them (numpy's
