@@ -10,7 +10,7 @@ import math
 import numba
 import numpy as np
 
-from ..kernels.fastmath import row_max_f64 as row_max  # noqa: F401 (the row kernels' shift)
+from ..kernels.fastmath import row_max  # noqa: F401 (the row kernels' shift)
 from ..kernels.fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_tanh_f32,  # noqa: F401
                        log1p_f32, log_f32, log_sigmoid_f32, sigmoid_f32, softplus_f32, swish_f32,
                        tanh_f32)

@@ -114,7 +114,8 @@ def render_rows(spec: KernelSpec, variant: str, eps: float | None, prologue: int
     else:
         # exponentials go to a scratch row (vectorized exp), summed by a reassociated loop
         scratch.append(f"tmp = np.empty(C, {dt})")
-        stats = [f"m = {dt}(row_max({row}))", "for c in range(C):",
+        # (no columns: no max to take, and none is read)
+        stats = [f"m = {dt}(row_max({row}, C)) if C else {dt}(0)", "for c in range(C):",
                  f"    {load_x}", f"    tmp[c] = {e_exp}({x} - m)",
                  f"acc = {dt}(row_sum(tmp))"]
         if variant == "softmax":

@@ -149,19 +149,16 @@ def _routine(arrays: tuple, ndims: tuple, single, double):
 
 
 @numba.njit
-def _operand(x, itemsize):
-    """(transpose flag, leading dimension) of a 2-D operand with one unit-stride axis."""
-    return _layout(x.shape[0], x.shape[1], x.strides[0] // itemsize, x.strides[1] // itemsize)
-
-
-@numba.njit
 def _layout(rows, cols, s0, s1):
     """(transpose flag, leading dimension) of a ``rows x cols`` matrix with element strides
-    ``s0``, ``s1``, one of them unit."""
-    if s1 == 1 or cols <= 1:
-        return _NO_TRANS, max(s0, cols, 1)
+    ``s0``, ``s1``, one of them unit. (Conditionals, not ``max``: each ``max`` signature is a
+    compile of its own.)"""
+    if s1 == 1 or cols <= 1:  # the leading dimension: max(s0, cols, 1)
+        ld = s0 if s0 > cols else cols
+        return _NO_TRANS, ld if ld > 1 else 1
     if s0 == 1 or rows <= 1:
-        return _TRANS, max(s1, rows, 1)
+        ld = s1 if s1 > rows else rows
+        return _TRANS, ld if ld > 1 else 1
     raise ValueError("gemm: an operand has no unit-stride axis (copy it first)")
 
 
@@ -180,9 +177,9 @@ def _gemm_overload(a, b, c, beta=0.0):
             raise ValueError("gemm: c needs unit-stride rows")
         if m == 0 or n == 0:
             return
-        ta, lda = _operand(a, size)
-        tb, ldb = _operand(b, size)
-        ldc = max(c.strides[0] // size, n, 1)
+        ta, lda = _layout(m, k, a.strides[0] // size, a.strides[1] // size)
+        tb, ldb = _layout(k, n, b.strides[0] // size, b.strides[1] // size)
+        ldc = _layout(m, n, c.strides[0] // size, 1)[1]
         fn(_ROW_MAJOR, ta, tb, m, n, k, real(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
            real(beta), c.ctypes.data, ldc)
     return impl
@@ -230,7 +227,7 @@ def _gemm_at_overload(a, a_at, a_geometry, b, b_at, b_geometry, c, beta=0.0):
             return
         ta, lda = _layout(m, k, a_geometry[2], a_geometry[3])
         tb, ldb = _layout(k, n, b_geometry[2], b_geometry[3])
-        ldc = max(c.strides[0] // size, n, 1)
+        ldc = _layout(m, n, c.strides[0] // size, 1)[1]
         # (unsigned: a uintp address plus a signed offset would be typed float64)
         fn(_ROW_MAJOR, ta, tb, m, n, k, real(1.0), a.ctypes.data + np.uintp(a_at * size), lda,
            b.ctypes.data + np.uintp(b_at * size), ldb, real(beta), c.ctypes.data, ldc)
@@ -270,7 +267,7 @@ def _gemv_overload(a, x, y, beta=0.0):
             return
         if x.strides[0] <= 0 or y.strides[0] <= 0:
             raise ValueError("gemv: x and y need positive strides")
-        trans, ld = _operand(a, size)
+        trans, ld = _layout(m, n, a.strides[0] // size, a.strides[1] // size)
         # a row-major [m, n] as it is (no transpose), or the transpose of a row-major [n, m]
         rows, cols = (m, n) if trans == _NO_TRANS else (n, m)
         fn(_ROW_MAJOR, trans, rows, cols, real(1.0), a.ctypes.data, ld, x.ctypes.data,

@@ -19,8 +19,8 @@ _KEY = ("workers.both",)
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) the hand-off by one gated split of two empty jobs."""
-    workers.on_halves([range(0, 1), range(1, 2)], lambda part, go: None)
+    """Compile (or load) the hand-off's Numba functions (``workers.compile_hand_off``)."""
+    workers.compile_hand_off()
 
 
 def on_halves(parts: list, work: Callable) -> list:
