@@ -153,13 +153,18 @@ def _layout(rows, cols, s0, s1):
     """(transpose flag, leading dimension) of a ``rows x cols`` matrix with element strides
     ``s0``, ``s1``, one of them unit. (Conditionals, not ``max``: each ``max`` signature is a
     compile of its own.)"""
-    if s1 == 1 or cols <= 1:  # the leading dimension: max(s0, cols, 1)
-        ld = s0 if s0 > cols else cols
-        return _NO_TRANS, ld if ld > 1 else 1
+    if s1 == 1 or cols <= 1:
+        return _NO_TRANS, _row_step(s0, cols)
     if s0 == 1 or rows <= 1:
-        ld = s1 if s1 > rows else rows
-        return _TRANS, ld if ld > 1 else 1
+        return _TRANS, _row_step(s1, rows)
     raise ValueError("gemm: an operand has no unit-stride axis (copy it first)")
+
+
+@numba.njit
+def _row_step(s0, cols):
+    """The leading dimension of a row-major matrix: ``max(s0, cols, 1)``."""
+    ld = s0 if s0 > cols else cols
+    return ld if ld > 1 else 1
 
 
 @overload(gemm, jit_options={"nogil": True})
@@ -179,7 +184,7 @@ def _gemm_overload(a, b, c, beta=0.0):
             return
         ta, lda = _layout(m, k, a.strides[0] // size, a.strides[1] // size)
         tb, ldb = _layout(k, n, b.strides[0] // size, b.strides[1] // size)
-        ldc = _layout(m, n, c.strides[0] // size, 1)[1]
+        ldc = _row_step(c.strides[0] // size, n)
         fn(_ROW_MAJOR, ta, tb, m, n, k, real(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
            real(beta), c.ctypes.data, ldc)
     return impl
@@ -227,7 +232,7 @@ def _gemm_at_overload(a, a_at, a_geometry, b, b_at, b_geometry, c, beta=0.0):
             return
         ta, lda = _layout(m, k, a_geometry[2], a_geometry[3])
         tb, ldb = _layout(k, n, b_geometry[2], b_geometry[3])
-        ldc = _layout(m, n, c.strides[0] // size, 1)[1]
+        ldc = _row_step(c.strides[0] // size, n)
         # (unsigned: a uintp address plus a signed offset would be typed float64)
         fn(_ROW_MAJOR, ta, tb, m, n, k, real(1.0), a.ctypes.data + np.uintp(a_at * size), lda,
            b.ctypes.data + np.uintp(b_at * size), ldb, real(beta), c.ctypes.data, ldc)

@@ -154,17 +154,17 @@ def announce(go: tuple) -> None:
 
 @numba.njit(nogil=True, cache=True)
 def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int,
-                      wait_value: int, stop_index: int, spins: int, yield_every: int = 0,
-                      equal: bool = True) -> int:
+                      wait_value: int, stop_index: int, spins: int) -> int:
     """Store ``flags[index] = value`` with the GIL already released (so the thread polling
     for it does not wake up into a GIL that this thread still holds), then poll as
-    ``spin_until(flags, wait_index, wait_value, ...)``: 1 when it held, 0 after ``spins``
+    ``spin_until(flags, wait_index, wait_value, spins)``: 1 when it held, 0 after ``spins``
     polls, 2 at once when ``flags[stop_index]`` is nonzero (the other side has gone to sleep
-    and needs a notification from Python)."""
+    and needs a notification from Python). (``spin_until`` with its defaults, as Python
+    calls it: the same compiled function, where passing them on compiled a second one.)"""
     _store_seq_cst(flags, index, value)
     if _load_seq_cst(flags, stop_index) != 0:
         return 2
-    return 1 if spin_until(flags, wait_index, wait_value, spins, yield_every, equal) else 0
+    return 1 if spin_until(flags, wait_index, wait_value, spins) else 0
 
 
 @numba.njit(nogil=True, cache=True)
