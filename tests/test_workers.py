@@ -161,6 +161,37 @@ print("ok", workers.enabled())
 
 
 @needs_helper
+def test_compile_hand_off_compiles_every_signature_the_hand_off_calls():
+    """The compile helper warms the hand-off with ``compile_hand_off``; a hand-off afterwards
+    -- the helper's half or the caller's, awake or after a sleep -- compiles nothing more
+    (it used to compile the helper's "done" path in the middle of a first training step).
+    In a fresh process: what this one compiled before proves nothing."""
+    code = """
+import time
+from samediff.kernels import spin, workers
+fns = [getattr(spin, n) for n in spin.__all__ if hasattr(getattr(spin, n), "signatures")]
+workers.compile_hand_off()
+before = {f.__name__: set(f.signatures) for f in fns}
+helper = workers._get()
+out = []
+for spins in (helper.spins, 10):  # polls that find the other side, and ones that sleep
+    helper.spins = spins
+    for k in range(100):
+        slow = (lambda: time.sleep(0.002)) if k % 3 == 0 else (lambda: None)
+        workers.both(lambda go=workers.NO_GO, k=k: (spin.announce(go), slow(), out.append(k)),
+                     lambda k=k: (slow(), out.append(-k)), gated=k % 2 == 0)
+after = {f.__name__: set(f.signatures) for f in fns}
+new = {n: after[n] - before[n] for n in after if after[n] - before[n] and n != "announce"}
+assert not new, new
+print("ok", helper.helper_ran)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+@needs_helper
 def test_an_interrupted_caller_leaves_nothing_behind():
     """Ctrl-C in ``first`` while the helper's half fails: the interrupt propagates; the next
     call neither inherits that failure nor waits for anything."""

@@ -255,7 +255,7 @@ def compile_hand_off() -> None:
     spin.spin_until(flags, _DONE, 1, 0)  # the caller's wait (and ``spin.ns_per_spin``)
     spin.await_claim(flags, _GO, 1, _CLAIM, 0, 0)  # the helper's poll: nothing new to claim
     spin.publish_then_spin(flags, _DONE, 1, _GO, 1, _CALLER_ASLEEP, 0)  # the helper's done
-    spin.announce(NO_GO)
+    # (not ``spin.announce``: every kernel calls it, so the first kernel compiles it)
 
 
 def enabled() -> bool:
