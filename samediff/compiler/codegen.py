@@ -83,8 +83,10 @@ KERNEL, INPLACE_KERNEL = "kernel", "kernel_io"
 
 
 def decorator() -> str:
-    """Every generated kernel's decorator (``nogil``: its halves run on two threads)."""
-    return "@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, nogil=True)"
+    """Every generated kernel's decorator (``nogil``: its halves run on two threads;
+    ``no_cfunc_wrapper``: ``kernels.jit_options.PYTHON_CALLERS``)."""
+    return ("@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, nogil=True, "
+            "no_cfunc_wrapper=True)")
 
 
 _FAST_CALLS = tuple(f"{name}(" for name in fastmath_names)

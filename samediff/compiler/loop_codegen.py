@@ -307,7 +307,7 @@ class LoopKernel:
                            + [f"q{k}" for k in range(len(self.constants))]
                            + ["n", "steps", "limit", "reverse"])
         lines = list(PRELUDE) + ["@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, "
-                                 "nogil=True)", f"def loop({params}):"]
+                                 "nogil=True, no_cfunc_wrapper=True)", f"def loop({params}):"]
         body = []
         for j, o in enumerate(self.operands[:self.nc]):
             if o.kind == VECTOR:

@@ -35,6 +35,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from .jit_options import ONLY_COMPILED_CALLERS
+
 __all__ = ["available", "gemm", "gemm_at", "gemv"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -148,7 +150,7 @@ def _routine(arrays: tuple, ndims: tuple, single, double):
     return fn, real, np.dtype(real).itemsize
 
 
-@numba.njit
+@numba.njit(**ONLY_COMPILED_CALLERS)
 def _layout(rows, cols, s0, s1):
     """(transpose flag, leading dimension) of a ``rows x cols`` matrix with element strides
     ``s0``, ``s1``, one of them unit. (Conditionals, not ``max``: each ``max`` signature is a
@@ -160,7 +162,7 @@ def _layout(rows, cols, s0, s1):
     raise ValueError("gemm: an operand has no unit-stride axis (copy it first)")
 
 
-@numba.njit
+@numba.njit(**ONLY_COMPILED_CALLERS)
 def _row_step(s0, cols):
     """The leading dimension of a row-major matrix: ``max(s0, cols, 1)``."""
     ld = s0 if s0 > cols else cols

@@ -70,6 +70,8 @@ import math
 import numba
 import numpy as np
 
+from .jit_options import ONLY_COMPILED_CALLERS
+
 __all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32",
            "sigmoid_f32", "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32",
            "gelu_erf_f32", "swish_f32", "row_max"]
@@ -87,7 +89,8 @@ KERNEL_FASTMATH = frozenset({"contract"})
 #: call per element keeps the loop scalar (``test_float32_only_and_vectorized``).
 #: Disk-cached, as plain functions can be: a kernel compiled by a later process loads the
 #: ones it calls (~5 ms) instead of compiling them again (exp 0.33 s, tanh 0.26 s cold).
-_jit = numba.njit(fastmath=set(KERNEL_FASTMATH), cache=True)
+#: Called from compiled code only (``jit_options``: no wrappers, ~12 % of their compile).
+_jit = numba.njit(fastmath=set(KERNEL_FASTMATH), cache=True, **ONLY_COMPILED_CALLERS)
 _inline = numba.njit(inline="always", fastmath=set(KERNEL_FASTMATH), cache=False)
 _F = np.float32
 _I = np.int32
@@ -351,7 +354,7 @@ def gelu_erf_f32(x):
 # maxima, packed into one vector register, took 0.45x that on softmax rows of 128. (``max``,
 # not ``x if x > a else a``: the same code and speed, 0.19 -> 0.15 s of cold compile -- each
 # conditional is three blocks of Numba IR.)
-@numba.njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"})
+@numba.njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"}, **ONLY_COMPILED_CALLERS)
 def row_max(row, n):
     """max(row[:n]), n >= 1, in the row's dtype; a NaN may be skipped -- the callers' next
     step (the exp of ``x - max``) is NaN for it anyway."""

@@ -32,6 +32,7 @@ import numpy as np
 from numba import types
 
 from . import fastload
+from .jit_options import PYTHON_CALLERS
 
 
 def array(dtype: Any, ndim: int, readonly: bool = False) -> types.Array:
@@ -44,7 +45,7 @@ class PerDtype:
 
     def __init__(self, py_func: Callable, signature: Callable[[Any], tuple], **options: Any):
         self._py_func, self._signature = py_func, signature
-        self._options = {"nogil": True, "cache": True, **options}
+        self._options = {"nogil": True, "cache": True, **PYTHON_CALLERS, **options}
         self._by_dtype: dict = {}
         self._lock = threading.Lock()
         self.__doc__ = py_func.__doc__
