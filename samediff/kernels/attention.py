@@ -35,7 +35,7 @@ import numpy as np
 from . import compiling, spin, workers
 from .blas import available, gemm
 from .fastmath import KERNEL_FASTMATH, exp2_nonpos_f32, row_max
-from .jit_options import ONLY_COMPILED_CALLERS
+from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
 from .vector_width import wide_vectors
 
 #: queries per block at most (scores of a block: block x S float32 per thread), and at least
@@ -95,7 +95,7 @@ def _softmax_rows(scores, first, causal, sums):
         sums[r] = _row_sum(row, n)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, fastmath=_FAST, **PYTHON_CALLERS)
 def _transpose_scaled(src, scale, dst):
     """``dst = src.T * scale`` in 8 x 8 tiles (each side's cache lines read or written whole).
     Whole tiles have constant trip counts, so LLVM unrolls them: 2.4x faster than tiles
@@ -139,7 +139,7 @@ def _exp_scores(q_b, kt, start, seen, causal, scratch, sums):
     return part
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 def forward(q, k, v, scale, causal, lo, hi, block, out, go):
     """``out[b, :, h] = softmax(q[b, h] k[b, h]^T s (causal)) v[b, h]`` (``out``: [batch,
     length, heads, e]) for the flattened pairs ``lo <= b * heads + h < hi``, where ``scale =
@@ -177,7 +177,7 @@ def _score_gradient(p, dp, o, g, scale):
             dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go):
     """The gradients ``dq``, ``dk``, ``dv`` (zeroed by the caller) of ``forward`` for the
     pairs ``lo <= b * heads + h < hi``, from its output ``o`` and the output's gradient

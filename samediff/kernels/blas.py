@@ -35,7 +35,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .jit_options import ONLY_COMPILED_CALLERS
+from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
 
 __all__ = ["available", "gemm", "gemm_at", "gemv"]
 
@@ -169,7 +169,7 @@ def _row_step(s0, cols):
     return ld if ld > 1 else 1
 
 
-@overload(gemm, jit_options={"nogil": True})
+@overload(gemm, jit_options={"nogil": True, **ONLY_COMPILED_CALLERS})
 def _gemm_overload(a, b, c, beta=0.0):
     routine = _routine((a, b, c), (2, 2, 2), _SGEMM, _DGEMM)
     if routine is None:
@@ -192,7 +192,7 @@ def _gemm_overload(a, b, c, beta=0.0):
     return impl
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 def _gemm_jit(a, b, c, beta):
     gemm(a, b, c, beta)
 
@@ -217,7 +217,7 @@ def gemm_at(a: np.ndarray, a_at: int, a_geometry: tuple, b: np.ndarray, b_at: in
     gemm(view(a, a_at, a_geometry), view(b, b_at, b_geometry), c, beta)
 
 
-@overload(gemm_at, jit_options={"nogil": True})
+@overload(gemm_at, jit_options={"nogil": True, **ONLY_COMPILED_CALLERS})
 def _gemm_at_overload(a, a_at, a_geometry, b, b_at, b_geometry, c, beta=0.0):
     routine = _routine((a, b, c), (1, 1, 2), _SGEMM, _DGEMM)
     if routine is None:
@@ -259,7 +259,7 @@ def gemv(a: np.ndarray, x: np.ndarray, y: np.ndarray, beta: float = 0.0) -> None
     _call("gemv", _gemv_jit, a, x, y, beta)
 
 
-@overload(gemv, jit_options={"nogil": True})
+@overload(gemv, jit_options={"nogil": True, **ONLY_COMPILED_CALLERS})
 def _gemv_overload(a, x, y, beta=0.0):
     routine = _routine((a, x, y), (2, 1, 1), _SGEMV, _DGEMV)
     if routine is None:
@@ -282,6 +282,6 @@ def _gemv_overload(a, x, y, beta=0.0):
     return impl
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 def _gemv_jit(a, x, y, beta):
     gemv(a, x, y, beta)

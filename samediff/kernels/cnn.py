@@ -81,10 +81,10 @@ from . import im2col as I
 from . import im2col_hwc as H
 from . import winograd as W
 from .geometry import Pair, axis_pads, geometry, out_shape, spatial, tap_range  # noqa: F401
-
+from .jit_options import PYTHON_CALLERS
 
 # Serial on purpose (see the module docstring: thread pools that spin).
-_njit = numba.njit(cache=True, nogil=True)
+_njit = numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 
 
 @_njit

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from . import compiling, spin, workers
+from .jit_options import PYTHON_CALLERS
 
 #: arrays of at least this many elements are checked in two halves at once (``workers``).
 #: Below it one core is faster: a serial pass over a 1 MB gradient takes ~12 us, and handing
@@ -40,7 +41,7 @@ _PARALLEL = 1 << 20
 _MASK32, _MASK64 = np.uint32(0x7F800000), np.uint64(0x7FF0000000000000)  # exponent bits
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 def _count(bits: Any, mask: Any, go: tuple) -> int:
     """How many elements of ``bits`` (a float array's bits, as unsigned integers) have all
     exponent bits set (NaN or +-inf). ``go``: the gate token of ``workers.on_halves``,

@@ -26,11 +26,12 @@ import numba
 import numpy as np
 
 from . import blas, spin
+from .jit_options import PYTHON_CALLERS
 
 IM2COL_FLOOR = 1 << 18  # values: chunks below 1 MiB need not be smaller than the output
 IM2COL_BUDGET = 1 << 21  # values (8 MiB of float32): a quarter of the L3 cache
 
-_njit = numba.njit(cache=True, nogil=True)
+_njit = numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 
 
 def units(images: range, oh: int, ow: int, kk: int, budget: int) -> np.ndarray:

@@ -29,8 +29,9 @@ import numba
 import numpy as np
 
 from . import blas, spin
+from .jit_options import PYTHON_CALLERS
 
-_njit = numba.njit(cache=True, nogil=True)
+_njit = numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 
 #: input channels from which a small image's convolution goes channels-last (a run of C
 #: values per copy; at 8 channels the per-image rows of ``kernels.im2col`` were faster:

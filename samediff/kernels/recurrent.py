@@ -43,10 +43,9 @@ import numpy as np
 
 from . import compiling, forksafe, split, workers
 from .blas import available, gemm, gemv
-from .spin import announce, claim, load, publish, relax, spin_until
-
 from .fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
-from .jit_options import ONLY_COMPILED_CALLERS
+from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
+from .spin import announce, claim, load, publish, relax, spin_until
 
 #: the activations (gate, cell, output) the loops compute: LSTM's default, which nearly every
 #: model uses; other activations run the numpy route
@@ -109,7 +108,7 @@ def _cell(zi, zf, zg, zo, pi, pf, po, cp, cn, hn, y, gi, gf, gg, go_, r, out, bo
     _copy(hn, y)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, fastmath=_FAST, **PYTHON_CALLERS)
 def lstm_forward(zx, R, peep, lengths, clip, hs, cs, ys, z, post, raw, oc, keep, b0, b1, go):
     """Run the steps of ``zx [4, T, B, H]`` (gate-major: gates i, f, g, o; the input
     projection and bias) from ``hs[0]``, ``cs[0]`` (``[T + 1, B, H]``): fills ``hs[1:]``,
@@ -155,7 +154,7 @@ def lstm_forward(zx, R, peep, lengths, clip, hs, cs, ys, z, post, raw, oc, keep,
                 _fill(ys[t, n], _ZERO)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, fastmath=_FAST, **PYTHON_CALLERS)
 def lstm_backward(dys, dh, dc, R, RT, peep, lengths, clip, hs, cs, post, raw, oc, dz, dpeep,
                   dh_buf, saved, b0, b1, go):
     """Back through the steps: ``dys [T, B, H]`` the gradient of every step's output, ``dh``,
@@ -258,7 +257,7 @@ def _unit_step(zx, Rh, peep, lengths, bound, hs, cs, ys, zh, post, raw, oc, k, t
 _FIRST_DONE, _SECOND_CLAIM, _SECOND_DONE, _END = 0, 8, 16, 24
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, fastmath=_FAST, **PYTHON_CALLERS)
 def lstm_forward_units(zx, Rp, peep, lengths, clip, hs, cs, ys, zp, post, raw, oc, keep,
                        flags, role, spins, go):
     """A one-example layer's steps with its hidden units in two halves (``Rp [2, H, 4 * H/2]``:

@@ -32,6 +32,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .jit_options import PYTHON_CALLERS
+
 __all__ = ["spin_until", "publish", "announce", "publish_then_spin", "claim", "await_claim",
            "load", "ns_per_spin", "relax"]
 
@@ -121,7 +123,7 @@ def relax(polls: int, yield_every: int) -> None:
         _spin_hint()
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def spin_until(flags: np.ndarray, index: int, value: int, spins: int, yield_every: int = 0,
                equal: bool = True) -> bool:
     """Poll ``spins`` times for ``flags[index] == value`` (for ``!=`` when not ``equal``);
@@ -137,13 +139,13 @@ def spin_until(flags: np.ndarray, index: int, value: int, spins: int, yield_ever
     return (_load_seq_cst(flags, index) == value) == equal
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def publish(flags: np.ndarray, index: int, value: int) -> None:
     """``flags[index] = value`` with a full fence (see ``publish_then_spin``)."""
     _store_seq_cst(flags, index, value)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def announce(go: tuple) -> None:
     """Called first thing by a nogil kernel that got a ``go`` token (``workers.both(...,
     gated=True)``): the caller has let go of the GIL, so the helper may take it now. (A
@@ -152,7 +154,7 @@ def announce(go: tuple) -> None:
     _store_seq_cst(go[0], go[1], go[2])
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int,
                       wait_value: int, stop_index: int, spins: int) -> int:
     """Store ``flags[index] = value`` with the GIL already released (so the thread polling
@@ -167,7 +169,7 @@ def publish_then_spin(flags: np.ndarray, index: int, value: int, wait_index: int
     return 1 if spin_until(flags, wait_index, wait_value, spins) else 0
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def claim(flags: np.ndarray, index: int, ticket: int) -> bool:
     """Claim ``ticket`` in the claim word ``flags[index]``: raise it to ``ticket`` atomically,
     True if it was below (this thread claimed it), False if it was already there (another
@@ -182,7 +184,7 @@ def claim(flags: np.ndarray, index: int, ticket: int) -> bool:
     return _max_seq_cst(flags, index, ticket) < ticket
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def await_claim(flags: np.ndarray, index: int, seen: int, claim_index: int, spins: int,
                 yield_every: int = 0) -> int:
     """Poll ``flags[index]`` for a ticket other than ``seen`` and claim each one that shows
@@ -205,7 +207,7 @@ def await_claim(flags: np.ndarray, index: int, seen: int, claim_index: int, spin
     return -seen
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, **PYTHON_CALLERS)
 def load(flags: np.ndarray, index: int) -> int:
     """``flags[index]`` as a sequentially consistent load: ordered after this thread's
     earlier fenced stores and claims on every CPU (a plain numpy read is, on x86 only)."""

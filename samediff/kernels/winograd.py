@@ -35,6 +35,7 @@ import numpy as np
 
 from . import blas, spin
 from .im2col import relu_span
+from .jit_options import PYTHON_CALLERS
 
 #: Input channels (of the convolution) and output channels below which im2col stays
 #: cheaper: the GEMMs' depth is the input channels.
@@ -47,7 +48,7 @@ _BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
 _AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
                 [0, 1, -1, 8, -8, 1]], float)
 
-_njit = numba.njit(cache=True, nogil=True)
+_njit = numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
 
 
 def enabled() -> bool:
