@@ -226,7 +226,7 @@ def test_op_warm_ups_name_the_kernels_their_steps_will_run():
     assert matmul.warm(small, attrs) == ()
     if matmul.warm(big, attrs):  # (none without the private BLAS)
         assert matmul.warm(big, attrs)[0][1:] == ("_warm", ("matmul", "float32"))
-        assert matmul.warm(stack, attrs)[0][1:] == ("_warm_batched", ("batched", "float32"))
+        assert matmul.warm(stack, attrs)[0][1:] == ("_warm", ("matmul", "float32"))
     lstm = registry.get_op("lstm_layer")
     la = lstm.default_attrs
     x, W, R = (TensorType(s, f32) for s in ((32, 32, 64), (64, 512), (128, 512)))

@@ -75,13 +75,14 @@ def _spy(monkeypatch, name: str, record) -> None:
 
 def test_the_matmul_op_goes_through_it(monkeypatch):
     calls = []
-    _spy(monkeypatch, "_part", lambda args: calls.append(args[3]))
+    _spy(monkeypatch, "_slices", lambda args: calls.append(args[6].shape))
     a = RNG.standard_normal((256, 300)).astype(np.float32)
     b = RNG.standard_normal((300, 64)).astype(np.float32)
     got = nd.matmul(nd.create(a), nd.create(b)).numpy()
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert len(calls) == 2  # split by size alone, helper or not (same results either way)
-    assert calls[0] is True  # a [256, 300] is bigger than b [300, 64]: the rows split
+    # a [256, 300] is bigger than b [300, 64]: the rows split, one product of 128 rows a half
+    assert calls == [(1, 128, 64), (1, 128, 64)]
 
 
 def test_strides_in_bytes_that_are_no_whole_element_are_copied(monkeypatch):
@@ -249,7 +250,7 @@ def test_while_numpys_threads_spin_one_thread_is_no_candidate_and_nothing_is_sav
 def test_the_linear_op_goes_through_it(monkeypatch):
     """``linear`` (``x @ w + b``) takes the matmul op's routes, not numpy's GEMM directly."""
     calls = []
-    _spy(monkeypatch, "_part", lambda args: calls.append(1))
+    _spy(monkeypatch, "_slices", lambda args: calls.append(1))
     monkeypatch.setattr(M, "PRIVATE_MIN_MNK", 1 << 18)
     x = RNG.standard_normal((4, 64, 256)).astype(np.float32)
     w = RNG.standard_normal((256, 64)).astype(np.float32)
@@ -286,7 +287,7 @@ def test_a_caller_whose_split_kernels_follow_keeps_numpys_pool_asleep(monkeypatc
     monkeypatch.setattr(M.CHOOSER, "persist", False)
     monkeypatch.setattr(M.CHOOSER, "measure", lambda *a, **k: pytest.fail("measured"))
     calls = []
-    _spy(monkeypatch, "_part", lambda args: calls.append(1))
+    _spy(monkeypatch, "_slices", lambda args: calls.append(1))
     a = RNG.standard_normal((512, 256)).astype(np.float32)
     b = RNG.standard_normal((256, 256)).astype(np.float32)
     assert 512 * 256 * 256 < M.PRIVATE_MIN_MNK

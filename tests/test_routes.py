@@ -243,7 +243,7 @@ def test_background_mode_answers_without_waiting_for_a_held_compile(held):
     b = np.ones((300, 64), np.float32)
     key = ("matmul", np.dtype(np.float32))
     with compiling.override("background"):
-        assert M.matmul2d(a, b) is None  # numpy's route: _part compiles on the held thread
+        assert M.matmul2d(a, b) is None  # numpy's route: _slices compiles on the held thread
         assert finite.all_finite(np.ones((3, 4), np.float32)) is True  # the numpy twin
         assert finite.all_finite(np.array([[1.0, np.nan]], np.float32)) is False
         assert not compiling.ready(key, M._warm) and compiling.pending() >= 3

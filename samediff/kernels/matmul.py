@@ -38,7 +38,7 @@ with both pools against 2.1 with numpy's BLAS on one thread. So (``matmul2d``, `
   (the same when quiet) -- the measurement cannot see the spinning pool's after-effect;
 * the private route is a candidate only when its kernel is compiled: in ``"background"`` and
   ``"interpret"`` compile modes (``kernels.compiling``) numpy takes the product while
-  ``_part`` compiles on the compile thread.
+  ``_slices`` compiles on the compile thread.
 
 >>> import numpy as np
 >>> a = np.arange(6.0).reshape(2, 3)
@@ -79,22 +79,7 @@ PRIVATE_MIN_MNK = 1 << 26
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _part_py(a, b, out, by_rows, lo, hi, go):
-    """Rows (``by_rows``) or columns ``[lo, hi)`` of ``out = a @ b`` (``go``:
-    ``workers.both``'s token, announced at once)."""
-    spin.announce(go)
-    if by_rows:
-        blas.gemm(a[lo:hi], b, out[lo:hi], 0.0)
-    else:
-        blas.gemm(a, b[:, lo:hi], out[:, lo:hi], 0.0)
-
-
 _GO = numba.typeof(workers.NO_GO)
-#: one compiled ``_part`` per dtype serves operands of every layout (``variants``): it hands
-#: strides to BLAS. (Specialized per layout it compiled three times in W9's first step.)
-_part = variants.PerDtype(_part_py, lambda dt: (
-    variants.array(dt, 2, True), variants.array(dt, 2, True), variants.array(dt, 2),
-    numba.boolean, numba.int64, numba.int64, _GO))
 
 
 def _blas_operand(x: np.ndarray) -> np.ndarray:
@@ -117,10 +102,10 @@ def _layout(x: np.ndarray) -> str:
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) ``_part`` for the operand dtype of ``key`` (``kernels.compiling.ready``
-    runs it on the compile thread)."""
+    """Compile (or load) ``_slices``, the kernel of every private product, for the operand
+    dtype of ``key`` (``kernels.compiling.ready`` runs it on the compile thread)."""
     if blas.available():
-        _part[key[1]]
+        _slices[key[1]]
 
 
 #: the routes of a 2-D product from ``MIN_MNK`` on: ``numpy``, ``private`` (the halves at
@@ -132,13 +117,43 @@ CHOOSER = routes.Chooser("matmul", ("numpy", "private", "in_turn"), env="ND4PY_B
                          prefer="private", spins=("numpy",))
 
 
+def _matrix(x: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """(a flat view of the memory of ``x``, a BLAS operand (``_blas_operand``), and its
+    geometry (rows, columns, row stride, column stride, in elements)): a 2-D product's
+    operand in ``_slices``' form, so that one kernel serves stacks and 2-D products alike. A
+    contiguous or transposed operand's flat view is a reshape (~0.15 us; ``as_strided``,
+    for the rest, ~3 us)."""
+    size = x.itemsize
+    geometry = (x.shape[0], x.shape[1], x.strides[0] // size, x.strides[1] // size)
+    if x.flags.c_contiguous:
+        return x.reshape(-1), geometry
+    if x.flags.f_contiguous:
+        return x.T.reshape(-1), geometry
+    span = 1 + (x.shape[0] - 1) * geometry[2] + (x.shape[1] - 1) * geometry[3]
+    return np.lib.stride_tricks.as_strided(x, (span,), (size,), writeable=False), geometry
+
+
+_AT_START = np.zeros(1, np.int64)  # the offset of a whole operand
+_AT_START.flags.writeable = False
+
+
 def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list,
              in_turn: bool = False, bias: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b`` on the private BLAS, its halves (rows of ``a``, or columns of ``b``) at once
+    over the helper (or ``in_turn`` here): one GEMM per half (``_slices``, one product each),
+    so the bits do not depend on which thread ran a half."""
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    part = _part[a.dtype]
+    (fa, ga), (fb, gb) = _matrix(a), _matrix(b)
+    run = _slices[a.dtype]
 
     def half(p: range, go: Any) -> None:
-        part(a, b, out, by_rows, p.start, p.stop, go)
+        lo, hi = p.start, p.stop
+        if by_rows:  # rows [lo, hi) of a and of out
+            run(fa, fb, np.array([lo * ga[2]]), _AT_START, (hi - lo,) + ga[1:], gb,
+                out[None, lo:hi], 0, 1, go)
+        else:  # columns [lo, hi) of b and of out
+            run(fa, fb, _AT_START, np.array([lo * gb[3]]), ga, (gb[0], hi - lo) + gb[2:],
+                out[None, :, lo:hi], 0, 1, go)
         if bias is not None:  # on the thread that wrote these rows (columns), just after
             _add_bias(out, bias, by_rows, p)
 
@@ -257,10 +272,10 @@ _ROUTE: dict = {}
 
 def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
     """The route of ``exact`` (remembered unless forced or provisional), or what the caller
-    returns now: None (numpy's route while ``_part`` compiles) or a measurement's result."""
+    returns now: None (numpy's route while ``_slices`` compiles) or a measurement's result."""
     dtype, m, n, k = exact[:4]
     if not compiling.ready(("matmul", dtype), _warm):
-        return None  # numpy meanwhile: _part compiles on the compile thread
+        return None  # numpy meanwhile: _slices compiles on the compile thread
     cls, by_rows, parts = _shape_class(dtype, m, n, k)
     if forced is not None:
         return forced.route
@@ -290,7 +305,8 @@ def _decide(a, b, pa, pb, exact: tuple, forced: Decision | None) -> Any:
 
 
 def _slices_py(a, b, oa, ob, ga, gb, out, lo, hi, go):
-    """``out[i] = A_i @ B_i`` for the products ``i`` in ``[lo, hi)`` (``go``: as ``_part``'s):
+    """``out[i] = A_i @ B_i`` for the products ``i`` in ``[lo, hi)`` (``go``: ``workers.both``'s
+    token, announced at once):
     ``A_i`` is the matrix of ``a`` (a flat view of the operand's memory) at element offset
     ``oa[i]`` with the geometry ``ga`` = (rows, columns, row stride, column stride, in
     elements), ``B_i`` likewise; one GEMM each, so a product's bits do not depend on which
@@ -308,17 +324,13 @@ def _flat(dt: Any) -> Any:
     return numba.types.Array(dt, 1, "C", readonly=True)
 
 
-#: as ``_part``: one variant per dtype serves every layout of the operands' matrices
+#: one variant per dtype serves every layout of the operands' matrices: it hands strides to
+#: BLAS (specialized per layout, W9's first step compiled three), and 2-D products too
+#: (``_private``): one kernel to compile where a 2-D one of its own took 0.3 s more cold
 _slices = variants.PerDtype(_slices_py, lambda dt: (
     _flat(dt), _flat(dt), _INDEX, _INDEX,
     numba.types.UniTuple(numba.int64, 4), numba.types.UniTuple(numba.int64, 4),
     variants.array(dt, 3), numba.int64, numba.int64, _GO))
-
-
-def _warm_batched(key: tuple) -> None:
-    """Compile (or load) ``_slices`` for the dtype of ``key``."""
-    if blas.available():
-        _slices[key[1]]
 
 
 def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray, tuple]:
@@ -399,7 +411,7 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     if count == 0:
         return np.empty(batch + (m, n), a.dtype)
     (sa, oa, ga), (sb, ob, gb) = _stack(a, batch), _stack(b, batch)
-    if not compiling.ready(("batched", a.dtype), _warm_batched):
+    if not compiling.ready(("matmul", a.dtype), _warm):
         return None  # numpy meanwhile: _slices compiles on the compile thread
     out = np.empty((count, m, n), a.dtype)
     parts = workers.halves(count, count * m * n * k, SPLIT_MIN_MNK)
@@ -436,7 +448,8 @@ def matmul(a: np.ndarray, b: np.ndarray, keep_numpy_asleep: bool = False,
 
 def warmups(x_shape: tuple, y_shape: tuple, dtype: Any) -> tuple:
     """The warm-ups (module, function, key) a product of these static shapes will run: none
-    when numpy takes it (``describe_route``), else the batched or the 2-D private kernel's.
+    when numpy takes it (``describe_route``), else the private kernel's (``_slices``: batched
+    and 2-D products alike).
 
     >>> warmups((2, 3), (3, 4), np.float32)
     ()
@@ -444,10 +457,7 @@ def warmups(x_shape: tuple, y_shape: tuple, dtype: Any) -> tuple:
     route = describe_route(x_shape, y_shape, dtype)
     if not route or route.startswith("numpy"):
         return ()
-    name = np.dtype(dtype).name
-    if "batched" in route:
-        return ((__name__, "_warm_batched", ("batched", name)),)
-    return ((__name__, "_warm", ("matmul", name)),)
+    return ((__name__, "_warm", ("matmul", np.dtype(dtype).name)),)
 
 
 def describe_route(x_shape: tuple, y_shape: tuple, dtype: Any) -> str:
