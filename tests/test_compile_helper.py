@@ -417,3 +417,23 @@ def test_a_forked_helper_lets_go_of_the_parents_files_and_signal_handlers(tmp_pa
     finally:
         signal.signal(signal.SIGUSR1, previous)
         os.close(r)
+
+
+def test_a_pool_leaves_old_objects_out_of_collections_and_thaws_them_after():
+    """While a pool compiles, the objects alive before it are frozen out of the garbage
+    collector's passes (fewer full collections over the whole process); after, they are
+    thawed. Objects someone froze before stay frozen (thawing would thaw theirs too)."""
+    import gc
+    if gc.get_freeze_count():
+        pytest.skip("something in this process froze objects already")
+    with compile_helper._old_objects_left_out():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with compile_helper._old_objects_left_out():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -195,8 +195,31 @@ def compile_each(jobs: Sequence[tuple | None], compile_here: Callable[[int], Non
     _compile_pooled([(jobs, compile_here, warmups, then)])
 
 
+@contextlib.contextmanager
+def _old_objects_left_out() -> Iterator[None]:
+    """While a pool compiles, the objects alive before it are left out of the garbage
+    collector's passes (``gc.freeze``; thawed after): Numba's compiles make enough garbage to
+    set off full collections, each a walk over every object of the process (its modules,
+    numpy's, Numba's own). Not when something froze objects already: thawing would thaw
+    those too. (The forked helper freezes what it inherits for good.)"""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _compile_all(jobs: Sequence[tuple | None], compile_here: Callable[[int], None],
                  warmups: Sequence[tuple]) -> None:
+    with _old_objects_left_out():
+        _compile_jobs(jobs, compile_here, warmups)
+
+
+def _compile_jobs(jobs: Sequence[tuple | None], compile_here: Callable[[int], None],
+                  warmups: Sequence[tuple]) -> None:
     cold = [k for k, j in enumerate(jobs) if j is not None]
     if len(cold) >= MIN_COLD and enabled() and _lock.acquire(blocking=False):
         try:

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from ..kernels.fastmath import row_max  # noqa: F401 (the row kernels' shift)
-from ..kernels.jit_options import ONLY_COMPILED_CALLERS
 from ..kernels.fastmath import (erf_f32, exp_f32, expm1_f32, gelu_erf_f32, gelu_tanh_f32,  # noqa: F401
                        log1p_f32, log_f32, log_sigmoid_f32, sigmoid_f32, softplus_f32, swish_f32,
                        tanh_f32)
+from ..kernels.jit_options import compiled_only
 
 #: not ``inline="always"``: LLVM inlines these one-liners anyway, and Numba's IR inlining
 #: cost compile time in every kernel that calls one (``kernels.fastmath``);
 #: disk-cached, so a later process's new kernel loads them instead of compiling them
-_jit = numba.njit(cache=True, **ONLY_COMPILED_CALLERS)
+_jit = compiled_only(cache=True)
 _HALF = np.float64(0.5)
 _SQRT_2_OVER_PI = np.float64(math.sqrt(2.0 / math.pi))
 _INV_SQRT2 = np.float64(1.0 / math.sqrt(2.0))
@@ -95,8 +94,7 @@ def gelu_erf_f64(x):
 # Row statistics for row-wise kernels. They are separate functions (not inlined) so that
 # reassociation — which lets LLVM vectorize the sums — applies to them only, never to the
 # fast-math approximations, whose rounding tricks reassociation would break.
-_rowjit = numba.njit(fastmath={"reassoc", "contract", "nsz", "arcp"}, cache=True,
-                     **ONLY_COMPILED_CALLERS)
+_rowjit = compiled_only(fastmath={"reassoc", "contract", "nsz", "arcp"}, cache=True)
 
 
 # (Indexed loops: Numba vectorizes them; ``for v in row`` iteration it does not — 8x slower.)

@@ -35,7 +35,7 @@ import numpy as np
 from . import compiling, spin, workers
 from .blas import available, gemm
 from .fastmath import KERNEL_FASTMATH, exp2_nonpos_f32, row_max
-from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
+from .jit_options import PYTHON_CALLERS, compiled_only
 from .vector_width import wide_vectors
 
 #: queries per block at most (scores of a block: block x S float32 per thread), and at least
@@ -65,7 +65,7 @@ _FAST = set(KERNEL_FASTMATH)
 # and sum) ran 5.7 ns per score, scalar; these three ~0.8 ns together (``row_max``: eight
 # independent maxima, see ``fastmath``).
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _row_exp(row, n, top):
     wide_vectors()
     for j in range(n):
@@ -74,7 +74,7 @@ def _row_exp(row, n, top):
         row[j] = _ZERO
 
 
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def _row_sum(row, n):
     wide_vectors()
     total = _ZERO
@@ -83,7 +83,7 @@ def _row_sum(row, n):
     return total
 
 
-@numba.njit(cache=True, nogil=True, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True)
 def _softmax_rows(scores, first, causal, sums):
     """Each row of ``scores`` (query ``first + r``) to ``exp(s - max)`` in place, its sum in
     ``sums[r]``; with ``causal`` the row sees keys ``<= first + r`` and the rest become 0."""
@@ -116,7 +116,7 @@ def _transpose_scaled(src, scale, dst):
             dst[e, i] = src[i, e] * scale
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _divide_rows(out, sums):
     """Row ``r`` of ``out`` divided by ``sums[r]`` in place (the output's rows, or the
     probabilities')."""
@@ -127,7 +127,7 @@ def _divide_rows(out, sums):
             out[r, e] *= inv
 
 
-@numba.njit(cache=True, nogil=True, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True)
 def _exp_scores(q_b, kt, start, seen, causal, scratch, sums):
     """The block of queries ``q_b`` (the first is query ``start``) against the first ``seen``
     keys of ``kt`` (``k^T`` times the base-2 scale): ``2**(score - row max)``, hidden keys 0,
@@ -163,7 +163,7 @@ def forward(q, k, v, scale, causal, lo, hi, block, out, go):
             _divide_rows(dst, sums)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _score_gradient(p, dp, o, g, scale):
     """``dp = p * (dp - rowsum(g * o)) * scale`` in place: the scores' gradient from the
     probabilities' (``rowsum(g * o)`` is ``rowsum(p * dp)``: the output's rows, E values each

@@ -35,7 +35,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
+from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS, compiled_only
 
 __all__ = ["available", "gemm", "gemm_at", "gemv"]
 
@@ -150,7 +150,7 @@ def _routine(arrays: tuple, ndims: tuple, single, double):
     return fn, real, np.dtype(real).itemsize
 
 
-@numba.njit(**ONLY_COMPILED_CALLERS)
+@compiled_only()
 def _layout(rows, cols, s0, s1):
     """(transpose flag, leading dimension) of a ``rows x cols`` matrix with element strides
     ``s0``, ``s1``, one of them unit. (Conditionals, not ``max``: each ``max`` signature is a
@@ -162,7 +162,7 @@ def _layout(rows, cols, s0, s1):
     raise ValueError("gemm: an operand has no unit-stride axis (copy it first)")
 
 
-@numba.njit(**ONLY_COMPILED_CALLERS)
+@compiled_only()
 def _row_step(s0, cols):
     """The leading dimension of a row-major matrix: ``max(s0, cols, 1)``."""
     ld = s0 if s0 > cols else cols

@@ -70,15 +70,16 @@ import math
 import numba
 import numpy as np
 
-from .jit_options import ONLY_COMPILED_CALLERS
+from .jit_options import compiled_only
 
 __all__ = ["exp_f32", "exp2_nonpos_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32",
            "sigmoid_f32", "softplus_f32", "log_sigmoid_f32", "erf_f32", "gelu_tanh_f32",
            "gelu_erf_f32", "swish_f32", "row_max"]
 
-#: LLVM fast-math flags of every generated kernel (and of these functions when called directly):
-#: only "contract", which fuses a*b + c into one FMA (one rounding instead of two; the error
-#: bounds below are measured with it). No reassociation, no-NaN or no-inf assumptions.
+#: LLVM fast-math flags of every generated kernel and of these functions (which compiled code
+#: calls only: ``jit_options.compiled_only``): only "contract", which fuses a*b + c into one
+#: FMA (one rounding instead of two; the error bounds below are measured with it). No
+#: reassociation, no-NaN or no-inf assumptions.
 KERNEL_FASTMATH = frozenset({"contract"})
 
 #: Plain Numba functions: LLVM inlines them into a kernel's loop (which then vectorizes) on
@@ -90,7 +91,7 @@ KERNEL_FASTMATH = frozenset({"contract"})
 #: Disk-cached, as plain functions can be: a kernel compiled by a later process loads the
 #: ones it calls (~5 ms) instead of compiling them again (exp 0.33 s, tanh 0.26 s cold).
 #: Called from compiled code only (``jit_options``: no wrappers, ~12 % of their compile).
-_jit = numba.njit(fastmath=set(KERNEL_FASTMATH), cache=True, **ONLY_COMPILED_CALLERS)
+_jit = compiled_only(fastmath=set(KERNEL_FASTMATH), cache=True)
 _inline = numba.njit(inline="always", fastmath=set(KERNEL_FASTMATH), cache=False)
 _F = np.float32
 _I = np.int32
@@ -354,7 +355,7 @@ def gelu_erf_f32(x):
 # maxima, packed into one vector register, took 0.45x that on softmax rows of 128. (``max``,
 # not ``x if x > a else a``: the same code and speed, 0.19 -> 0.15 s of cold compile -- each
 # conditional is three blocks of Numba IR.)
-@numba.njit(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"}, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath={"nnan", "nsz", "reassoc"})
 def row_max(row, n):
     """max(row[:n]), n >= 1, in the row's dtype; a NaN may be skipped -- the callers' next
     step (the exp of ``x - max``) is NaN for it anyway."""

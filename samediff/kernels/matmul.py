@@ -118,7 +118,7 @@ CHOOSER = routes.Chooser("matmul", ("numpy", "private", "in_turn"), env="ND4PY_B
 
 
 def _matrix(x: np.ndarray) -> tuple[np.ndarray, tuple]:
-    """(a flat view of the memory of ``x``, a BLAS operand (``_blas_operand``), and its
+    """(a flat view of the memory of ``x`` -- a BLAS operand, see ``_blas_operand`` --, its
     geometry (rows, columns, row stride, column stride, in elements)): a 2-D product's
     operand in ``_slices``' form, so that one kernel serves stacks and 2-D products alike. A
     contiguous or transposed operand's flat view is a reshape (~0.15 us; ``as_strided``,
@@ -149,11 +149,11 @@ def _private(a: np.ndarray, b: np.ndarray, by_rows: bool, parts: list,
     def half(p: range, go: Any) -> None:
         lo, hi = p.start, p.stop
         if by_rows:  # rows [lo, hi) of a and of out
-            run(fa, fb, np.array([lo * ga[2]]), _AT_START, (hi - lo,) + ga[1:], gb,
+            run(fa, fb, np.array([lo * ga[2]], np.int64), _AT_START, (hi - lo,) + ga[1:], gb,
                 out[None, lo:hi], 0, 1, go)
         else:  # columns [lo, hi) of b and of out
-            run(fa, fb, _AT_START, np.array([lo * gb[3]]), ga, (gb[0], hi - lo) + gb[2:],
-                out[None, :, lo:hi], 0, 1, go)
+            run(fa, fb, _AT_START, np.array([lo * gb[3]], np.int64), ga,
+                (gb[0], hi - lo) + gb[2:], out[None, :, lo:hi], 0, 1, go)
         if bias is not None:  # on the thread that wrote these rows (columns), just after
             _add_bias(out, bias, by_rows, p)
 

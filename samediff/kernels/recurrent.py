@@ -44,7 +44,7 @@ import numpy as np
 from . import compiling, forksafe, split, workers
 from .blas import available, gemm, gemv
 from .fastmath import KERNEL_FASTMATH, sigmoid_f32, tanh_f32
-from .jit_options import ONLY_COMPILED_CALLERS, PYTHON_CALLERS
+from .jit_options import PYTHON_CALLERS, compiled_only
 from .spin import announce, claim, load, publish, relax, spin_until
 
 #: the activations (gate, cell, output) the loops compute: LSTM's default, which nearly every
@@ -61,14 +61,14 @@ _FAST = set(KERNEL_FASTMATH)
 # The transcendental loops are functions of their own, called (not inlined) by the time loops:
 # inlining each call site of the fastmath functions made the forward loop's cold compile 10 s.
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _sigmoid_gate(z, p, c, out):
     """``out = sigmoid(z + p * c)`` (a gate with its peephole)."""
     for m in range(out.shape[0]):
         out[m] = sigmoid_f32(z[m] + p[m] * c[m])
 
 
-@numba.njit(cache=True, nogil=True, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True)
 def _copy(src, dst):
     """``dst[:] = src`` for 1-D arrays (an array assignment inside the time loops cost seconds
     of their compile: Numba's general broadcasting setitem)."""
@@ -76,19 +76,19 @@ def _copy(src, dst):
         dst[m] = src[m]
 
 
-@numba.njit(cache=True, nogil=True, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True)
 def _fill(dst, value):
     for m in range(dst.shape[0]):
         dst[m] = value
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _tanh(x, out):
     for m in range(out.shape[0]):
         out[m] = tanh_f32(x[m])
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _cell(zi, zf, zg, zo, pi, pf, po, cp, cn, hn, y, gi, gf, gg, go_, r, out, bound):
     """One step's gate math on runs of equal length: the gates ``gi, gf, gg, go_`` from the
     pre-activations ``z*`` (and peepholes ``p*`` on the cell ``cp`` entering the step), the
@@ -226,7 +226,7 @@ def lstm_backward(dys, dh, dc, R, RT, peep, lengths, clip, hs, cs, post, raw, oc
                 _copy(saved[0, e], dh[e])
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FAST, **ONLY_COMPILED_CALLERS)
+@compiled_only(cache=True, nogil=True, fastmath=_FAST)
 def _unit_step(zx, Rh, peep, lengths, bound, hs, cs, ys, zh, post, raw, oc, k, t, u0, u1):
     """Step ``t`` of the hidden units ``[u0, u1)`` of a one-example layer: ``zh [4 * n]``
     (scratch, n = u1 - u0) gets the step's projection of these units' four gates plus
