@@ -89,7 +89,8 @@ def test_two_halves_compute_what_one_thread_does():
     split = kernel.attend(q, k, v, 0.2, True)
     whole = np.empty((1, 256, 6, 32), np.float32)  # (forward writes [batch, length, heads, e])
     scale = np.float32(0.2 * kernel.LOG2_E)  # (forward's scale is in base 2)
-    kernel.forward(q, k, v, scale, True, 0, 6, kernel.block_for(256), whole, workers.NO_GO)
+    kernel.forward[np.dtype(np.float32)](q, k, v, scale, True, 0, 6, kernel.block_for(256), whole,
+                                         workers.NO_GO)
     assert len(workers.halves(6, 10 ** 9, kernel.SPLIT_MIN_WORK)) == 2
     np.testing.assert_array_equal(split, whole.transpose(0, 2, 1, 3))
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import compiling, spin, workers
+from . import compiling, spin, variants, workers
 from .blas import available, gemm
 from .fastmath import KERNEL_FASTMATH, exp2_nonpos_f32, row_max
 from .jit_options import PYTHON_CALLERS, compiled_only
@@ -139,8 +139,7 @@ def _exp_scores(q_b, kt, start, seen, causal, scratch, sums):
     return part
 
 
-@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
-def forward(q, k, v, scale, causal, lo, hi, block, out, go):
+def _forward_py(q, k, v, scale, causal, lo, hi, block, out, go):
     """``out[b, :, h] = softmax(q[b, h] k[b, h]^T s (causal)) v[b, h]`` (``out``: [batch,
     length, heads, e]) for the flattened pairs ``lo <= b * heads + h < hi``, where ``scale =
     s * log2(e)``: the scores are in base 2, so each exp is a ``2**v`` (``exp2_nonpos_f32``,
@@ -177,8 +176,7 @@ def _score_gradient(p, dp, o, g, scale):
             dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
-@numba.njit(cache=True, nogil=True, **PYTHON_CALLERS)
-def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go):
+def _backward_py(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go):
     """The gradients ``dq``, ``dk``, ``dv`` (zeroed by the caller) of ``forward`` for the
     pairs ``lo <= b * heads + h < hi``, from its output ``o`` and the output's gradient
     ``g``, a block of queries at a time (scores recomputed, never a head's ``L x S``):
@@ -211,22 +209,43 @@ def backward(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv, go
             gemm(dp.T, q_b, dk[b, h, :seen], 1.0)
 
 
-def _operands(layouts: tuple) -> list:
-    return [np.ones((1, 1, 1, 2), np.float32) if layout == "C"
-            else np.ones((1, 1, 1, 4), np.float32)[..., :2] for layout in layouts]
+_GO = numba.typeof(workers.NO_GO)
+_IN = variants.array(numba.float32, 4, True)   # read: any layout, read-only or not
+_OUT = variants.array(numba.float32, 4)
+_F32, _I64 = numba.float32, numba.int64
+
+#: compiled once (float32) for operands of any layout: heads made by ``permute`` are strided
+#: views, others contiguous, and a variant per layout compiled ~2 s each way; a warm-up key
+#: known from static types lets a plan's compile helper take them ahead (``ops/attention``)
+forward = variants.PerDtype(_forward_py, lambda dt: (
+    _IN, _IN, _IN, _F32, numba.boolean, _I64, _I64, _I64, _OUT, _GO))
+backward = variants.PerDtype(_backward_py, lambda dt: (
+    _IN, _IN, _IN, _IN, _IN, _F32, _F32, numba.boolean, _I64, _I64, _I64, _OUT, _OUT, _OUT,
+    _GO))
+_KEY, _KEY_BACKWARD = ("attention", np.dtype(np.float32)), ("attention_backward",
+                                                             np.dtype(np.float32))
 
 
 def _warm(key: tuple) -> None:
-    """Compile (or load) ``forward`` on tiny float32 operands of ``key``'s layouts."""
-    forward(*_operands(key[1]), np.float32(1.0), True, 0, 1, BLOCK,
-            np.empty((1, 1, 1, 2), np.float32), workers.NO_GO)  # (out: [batch, length, heads, e])
+    """Compile (or load) ``forward`` (``key``: ``("attention", float32)``)."""
+    if available():
+        forward[np.dtype(np.float32)]
 
 
 def _warm_backward(key: tuple) -> None:
-    """Compile (or load) ``backward`` on tiny float32 operands of ``key``'s layouts."""
-    grads = [np.zeros((1, 1, 1, 2), np.float32) for _ in range(3)]
-    backward(*_operands(key[1]), np.float32(1.0), np.float32(1.0), True, 0, 1, BLOCK, *grads,
-             workers.NO_GO)
+    """Compile (or load) ``backward`` (``key``: ``("attention_backward", float32)``)."""
+    if available():
+        backward[np.dtype(np.float32)]
+
+
+def warmups(backward_too: bool) -> tuple:
+    """The warm-ups (module, function, key) of a plan that runs the forward (and, with
+    ``backward_too``, the backward) on the compiled route: ``OpDef.warm``'s."""
+    if not available():
+        return ()
+    ups = ((__name__, "_warm", ("attention", "float32")),)
+    return ups + ((__name__, "_warm_backward", ("attention_backward", "float32")),) \
+        if backward_too else ups
 
 
 #: multiply-adds (L * S * E summed over pairs) from which the pairs go to two threads
@@ -247,7 +266,8 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     work = pairs * length * k.shape[2] * (q.shape[3] + v.shape[3]) // (2 if causal else 1)
     parts = workers.halves(pairs, work, SPLIT_MIN_WORK)
     s = np.float32(scale * LOG2_E)  # (scores in base 2: see ``forward``)
-    workers.on_halves(parts, lambda part, go: forward(
+    run = forward[np.dtype(np.float32)]
+    workers.on_halves(parts, lambda part, go: run(
         q, k, v, s, causal, part.start, part.stop, block_for(length), out, go))
     return out.transpose(0, 2, 1, 3)
 
@@ -264,7 +284,8 @@ def attend_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
     work = 2 * pairs * length * k.shape[2] * (q.shape[3] + v.shape[3]) // (2 if causal else 1)
     parts = workers.halves(pairs, work, SPLIT_MIN_WORK)
     s2, s = np.float32(scale * LOG2_E), np.float32(scale)
-    workers.on_halves(parts, lambda part, go: backward(
+    run = backward[np.dtype(np.float32)]
+    workers.on_halves(parts, lambda part, go: run(
         q, k, v, o, g, s2, s, causal, part.start, part.stop, block_for(length), dq, dk, dv,
         go))
     return dq, dk, dv
@@ -277,16 +298,10 @@ def scratch_bytes(e: int, keys: int, block: int = BLOCK) -> int:
     return 4 * (block * keys + block + e * keys)
 
 
-def layout(x: np.ndarray) -> str:
-    """Numba's layout of ``x`` (the compiled function specializes on it)."""
-    return "C" if x.flags.c_contiguous else "A"
-
-
 def ready(*operands: np.ndarray) -> bool:
-    """May ``forward`` (3 operands: q, k, v) or ``backward`` (5: q, k, v, o, g) run now on
-    these 4-D float32 operands: the private BLAS loaded and the function compiled for their
-    layouts (``compiling.ready``)?"""
-    layouts = tuple(layout(x) for x in operands)
+    """May ``forward`` (3 operands: q, k, v) or ``backward`` (5: q, k, v, o, g) run now: the
+    private BLAS loaded and the function compiled (``compiling.ready``; one variant serves
+    every layout)?"""
     if len(operands) == 3:
-        return available() and compiling.ready(("attention", layouts), _warm)
-    return available() and compiling.ready(("attention_backward", layouts), _warm_backward)
+        return available() and compiling.ready(_KEY, _warm)
+    return available() and compiling.ready(_KEY_BACKWARD, _warm_backward)

@@ -164,6 +164,24 @@ def _kernel_fits(q: np.ndarray, k: np.ndarray, v: np.ndarray, *grad: np.ndarray)
     return kernels.ready(*(_as_pairs(x) for x in (q, k, v, *grad)))
 
 
+def _kernel_warm(backward: bool):
+    """``OpDef.warm`` of the forward (or the gradient, ``backward``): the compiled route's
+    warm-up when ``_kernel_fits`` will take it at these static types (its run-time part,
+    the compiled kernel, is what the warm-up makes ready)."""
+    def warm(types: Any, attrs: Any) -> tuple:
+        if len(types) != (5 if backward else 3):  # (a mask takes numpy's route)
+            return ()
+        q, k, v = types[:3]
+        shapes = (q.shape, k.shape, v.shape)
+        if q.dtype != np.float32 or any(len(x) < 2 or min(x) <= 0 for x in shapes) \
+                or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2] \
+                or math.prod(q.shape[:-1]) * k.shape[-2] * q.shape[-1] < KERNEL_MIN_WORK:
+            return ()
+        from ..kernels import attention as kernels  # (imports Numba: plans are being built)
+        return kernels.warmups(backward)[-1:]
+    return warm
+
+
 def _as_pairs(x: np.ndarray) -> np.ndarray:
     """``x [..., length, features]`` as ``[batch, heads, length, features]`` with unit stride
     along features (a view when it can be: heads made by ``permute`` are not copied)."""
@@ -231,7 +249,7 @@ def _grad(ins: list, outs: list, gs: list, a: Any) -> list:
 
 define("scaled_dot_product_attention", ["q", "k", "v", "mask?"], _infer, _sdpa,
        attrs={"is_causal": (Attr.BOOL, False), "scale": (Attr.OPT_FLOAT, None)},
-       namespace="nn", grad=_grad, method=False,
+       namespace="nn", grad=_grad, method=False, warm=_kernel_warm(False),
        doc="softmax(q @ k^T * scale + mask) @ v (PyTorch's layout: [..., L, E]); bool mask "
            "True = attend, float mask added; is_causal masks later keys; scale defaults to "
            "1/sqrt(E). Blocks of queries: never an L x S matrix per head going forward.")
@@ -287,6 +305,7 @@ def _no_second_order(ins: list, outs: list, gs: list, a: Any) -> list:
 define("scaled_dot_product_attention_grad", ["q", "k", "v", "out", "g"], _backward_infer,
        _sdpa_backward, attrs={"is_causal": (Attr.BOOL, False), "scale": (Attr.OPT_FLOAT, None)},
        namespace="nn", grad=_no_second_order, method=False, multi_output=True,
+       warm=_kernel_warm(True),
        doc="The gradients (dq, dk, dv) of scaled_dot_product_attention without a mask, from "
            "its inputs, its output and the output's gradient g; blocks of queries, scores "
            "recomputed: never an L x S matrix per head.")
