@@ -226,3 +226,30 @@ def test_the_scaled_transpose_handles_ragged_tiles(n, m):
     dst = np.full((m, n), np.nan, np.float32)
     _transpose_scaled(src, np.float32(0.5), dst)
     np.testing.assert_array_equal(dst, (src * np.float32(0.5)).T)
+
+
+def test_one_compiled_variant_serves_every_layout():
+    """Contiguous heads and heads made by ``permute`` (strided views) run the one compiled
+    function: its warm-up key is known from static types, so a plan's compile helper takes
+    it ahead (``OpDef.warm``); a mask, float64 or a tiny product declares none."""
+    contiguous = [f32(2, 4, 128, 32) for _ in range(3)]
+    permuted = [f32(2, 128, 4, 32).transpose(0, 2, 1, 3) for _ in range(3)]
+    for q, k, v in (contiguous, permuted):
+        assert kernel.ready(q, k, v)
+        got = kernel.attend(q, k, v, 0.25, True)
+        np.testing.assert_allclose(got, reference(q, k, v, True, 0.25), rtol=2e-5, atol=2e-6)
+    assert len(kernel.forward[np.dtype(np.float32)].signatures) == 1
+    from samediff.ir import TensorType
+    from samediff.ops import registry
+    t32, t64 = TensorType((8, 4, 128, 64), np.dtype(np.float32)), TensorType(
+        (8, 4, 128, 64), np.dtype(np.float64))
+    fwd, bwd = (registry.get_op(n) for n in ("scaled_dot_product_attention",
+                                             "scaled_dot_product_attention_grad"))
+    assert fwd.warm([t32] * 3, fwd.default_attrs) == (
+        ("samediff.kernels.attention", "_warm", ("attention", "float32")),)
+    assert bwd.warm([t32] * 5, bwd.default_attrs) == (
+        ("samediff.kernels.attention", "_warm_backward", ("attention_backward", "float32")),)
+    tiny = TensorType((2, 8, 4), np.dtype(np.float32))
+    assert fwd.warm([t32] * 4, fwd.default_attrs) == ()  # a mask: numpy's route
+    assert fwd.warm([t64] * 3, fwd.default_attrs) == () == fwd.warm([tiny] * 3,
+                                                                    fwd.default_attrs)
