@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import fastload
+from ..kernels.jit_options import PYTHON_CALLERS
 from .exprs import Emitter
 from ..kernels.fastmath import KERNEL_FASTMATH, __all__ as fastmath_names
 
@@ -83,10 +84,10 @@ KERNEL, INPLACE_KERNEL = "kernel", "kernel_io"
 
 
 def decorator() -> str:
-    """Every generated kernel's decorator (``nogil``: its halves run on two threads;
-    ``no_cfunc_wrapper``: ``kernels.jit_options.PYTHON_CALLERS``)."""
-    return ("@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, nogil=True, "
-            "no_cfunc_wrapper=True)")
+    """Every generated kernel's and loop's decorator (``nogil``: its halves run on two
+    threads; Python calls it: ``kernels.jit_options.PYTHON_CALLERS``)."""
+    options = "".join(f", {k}={v!r}" for k, v in PYTHON_CALLERS.items())
+    return f"@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, nogil=True{options})"
 
 
 _FAST_CALLS = tuple(f"{name}(" for name in fastmath_names)

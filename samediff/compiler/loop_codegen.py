@@ -44,7 +44,7 @@ import numpy as np
 from ..ir import Graph
 from ..ops import TensorType
 from ..ops.registry import Accumulator
-from .codegen import PRELUDE, load, module_source
+from .codegen import PRELUDE, decorator, load, module_source
 from .exprs import Emitter
 from .grouping import compute_dtype, fusable
 
@@ -306,8 +306,7 @@ class LoopKernel:
         params = ", ".join([f"{n}_in" if n.startswith("c") else n for n in names]
                            + [f"q{k}" for k in range(len(self.constants))]
                            + ["n", "steps", "limit", "reverse"])
-        lines = list(PRELUDE) + ["@numba.njit(error_model='numpy', fastmath=FASTMATH, cache=True, "
-                                 "nogil=True, no_cfunc_wrapper=True)", f"def loop({params}):"]
+        lines = list(PRELUDE) + [decorator(), f"def loop({params}):"]
         body = []
         for j, o in enumerate(self.operands[:self.nc]):
             if o.kind == VECTOR:

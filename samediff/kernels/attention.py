@@ -209,7 +209,6 @@ def _backward_py(q, k, v, o, g, scale2, scale, causal, lo, hi, block, dq, dk, dv
             gemm(dp.T, q_b, dk[b, h, :seen], 1.0)
 
 
-_GO = numba.typeof(workers.NO_GO)
 _IN = variants.array(numba.float32, 4, True)   # read: any layout, read-only or not
 _OUT = variants.array(numba.float32, 4)
 _F32, _I64 = numba.float32, numba.int64
@@ -218,10 +217,10 @@ _F32, _I64 = numba.float32, numba.int64
 #: views, others contiguous, and a variant per layout compiled ~2 s each way; a warm-up key
 #: known from static types lets a plan's compile helper take them ahead (``ops/attention``)
 forward = variants.PerDtype(_forward_py, lambda dt: (
-    _IN, _IN, _IN, _F32, numba.boolean, _I64, _I64, _I64, _OUT, _GO))
+    _IN, _IN, _IN, _F32, numba.boolean, _I64, _I64, _I64, _OUT, variants.GO))
 backward = variants.PerDtype(_backward_py, lambda dt: (
     _IN, _IN, _IN, _IN, _IN, _F32, _F32, numba.boolean, _I64, _I64, _I64, _OUT, _OUT, _OUT,
-    _GO))
+    variants.GO))
 _KEY, _KEY_BACKWARD = ("attention", np.dtype(np.float32)), ("attention_backward",
                                                              np.dtype(np.float32))
 
@@ -238,14 +237,13 @@ def _warm_backward(key: tuple) -> None:
         backward[np.dtype(np.float32)]
 
 
-def warmups(backward_too: bool) -> tuple:
-    """The warm-ups (module, function, key) of a plan that runs the forward (and, with
-    ``backward_too``, the backward) on the compiled route: ``OpDef.warm``'s."""
+def warmup(backward: bool) -> tuple:
+    """The warm-up (module, function, key) of the compiled forward (or ``backward``): an
+    attention op's ``OpDef.warm`` on the compiled route; none without the private BLAS."""
     if not available():
         return ()
-    ups = ((__name__, "_warm", ("attention", "float32")),)
-    return ups + ((__name__, "_warm_backward", ("attention_backward", "float32")),) \
-        if backward_too else ups
+    name, key = (("_warm_backward", _KEY_BACKWARD) if backward else ("_warm", _KEY))
+    return ((__name__, name, (key[0], key[1].name)),)
 
 
 #: multiply-adds (L * S * E summed over pairs) from which the pairs go to two threads

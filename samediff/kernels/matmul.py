@@ -79,9 +79,6 @@ PRIVATE_MIN_MNK = 1 << 26
 _REALS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-_GO = numba.typeof(workers.NO_GO)
-
-
 def _blas_operand(x: np.ndarray) -> np.ndarray:
     """``x`` if one axis has unit stride and the other steps over whole rows, in whole
     elements (a row-major matrix, a slice of one, or a transposed view), else a C-contiguous
@@ -330,7 +327,7 @@ def _flat(dt: Any) -> Any:
 _slices = variants.PerDtype(_slices_py, lambda dt: (
     _flat(dt), _flat(dt), _INDEX, _INDEX,
     numba.types.UniTuple(numba.int64, 4), numba.types.UniTuple(numba.int64, 4),
-    variants.array(dt, 3), numba.int64, numba.int64, _GO))
+    variants.array(dt, 3), numba.int64, numba.int64, variants.GO))
 
 
 def _stack(x: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray, tuple]:

@@ -31,8 +31,11 @@ import numba
 import numpy as np
 from numba import types
 
-from . import fastload
+from . import fastload, workers
 from .jit_options import PYTHON_CALLERS
+
+#: Numba's type of ``workers``' ``go`` token (the last parameter of a kernel split in halves)
+GO = numba.typeof(workers.NO_GO)
 
 
 def array(dtype: Any, ndim: int, readonly: bool = False) -> types.Array:

@@ -178,7 +178,7 @@ def _kernel_warm(backward: bool):
                 or math.prod(q.shape[:-1]) * k.shape[-2] * q.shape[-1] < KERNEL_MIN_WORK:
             return ()
         from ..kernels import attention as kernels  # (imports Numba: plans are being built)
-        return kernels.warmups(backward)[-1:]
+        return kernels.warmup(backward)
     return warm
 
 
